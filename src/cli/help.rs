@@ -1,0 +1,330 @@
+//! The one table of commands and flags. `--help` and the man pages (`nod --generate man`)
+//! are both rendered from it, and a test keeps the committed pages in `man/` current.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    Nod,
+    Mcp,
+}
+
+pub struct Entry {
+    pub usage: &'static str,
+    pub about: &'static str,
+}
+
+pub const NOD_COMMANDS: &[Entry] = &[
+    Entry {
+        usage: "nod mcp <command>",
+        about: "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1).",
+    },
+    Entry {
+        usage: "nod help [mcp]",
+        about: "Show this help, or the help of nod mcp.",
+    },
+];
+
+pub const NOD_FLAGS: &[Entry] = &[
+    Entry {
+        usage: "-h, --help",
+        about: "Show help and exit.",
+    },
+    Entry {
+        usage: "-V, --version",
+        about: "Show the version and exit.",
+    },
+];
+
+pub const MCP_COMMANDS: &[Entry] = &[
+    Entry {
+        usage: "nod mcp path",
+        about: "Print the path of the MCP profile ($NOD_HOME/mcp.json, by default ~/.nod/mcp.json).",
+    },
+    Entry {
+        usage: "nod mcp list [--connect]",
+        about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. Health output never shows commands, environment values, headers or URLs.",
+    },
+    Entry {
+        usage: "nod mcp tool list <server>",
+        about: "List the server's tools (every page).",
+    },
+    Entry {
+        usage: "nod mcp tool call <server> <tool> [arguments-json]",
+        about: "Call a tool. The arguments are a JSON object (default {}). Progress from long calls is shown on stderr. With --jsonl, read one arguments object per stdin line and write one result per line, in input order.",
+    },
+    Entry {
+        usage: "nod mcp resource list <server>",
+        about: "List the server's resources (every page).",
+    },
+    Entry {
+        usage: "nod mcp resource templates <server>",
+        about: "List the server's resource templates (every page).",
+    },
+    Entry {
+        usage: "nod mcp resource read <server> <uri>",
+        about: "Read a resource. Text contents are printed; binary contents are written only where --output says, never raw to a terminal.",
+    },
+    Entry {
+        usage: "nod mcp resource complete <server> <uri-template> <variable> [value]",
+        about: "Ask the server to complete a template variable. --arg NAME=VALUE passes variables already chosen.",
+    },
+    Entry {
+        usage: "nod mcp prompt list <server>",
+        about: "List the server's prompts (every page).",
+    },
+    Entry {
+        usage: "nod mcp prompt get <server> <name> [arguments-json]",
+        about: "Get a prompt. The arguments are a JSON object whose values are strings.",
+    },
+    Entry {
+        usage: "nod mcp prompt complete <server> <name> <argument> [value]",
+        about: "Ask the server to complete a prompt argument. --arg NAME=VALUE passes arguments already chosen.",
+    },
+];
+
+pub const MCP_FLAGS: &[Entry] = &[
+    Entry {
+        usage: "--json",
+        about: "Print machine-readable JSON on stdout instead of text.",
+    },
+    Entry {
+        usage: "--connect",
+        about: "With list: connect and show live health.",
+    },
+    Entry {
+        usage: "--jsonl",
+        about: "With tool call: read one arguments object per stdin line; write one JSON result per line.",
+    },
+    Entry {
+        usage: "--parallel N",
+        about: "With --jsonl: keep up to N calls in flight on the one connection (1 to 256; default 1).",
+    },
+    Entry {
+        usage: "--elicit fail|decline|cancel|defaults",
+        about: "With tool call: how to answer a server that asks for input. fail (the default) cancels the call and prints a typed input-required result (exit 3); decline and cancel answer so; defaults accepts a form filled with its default values.",
+    },
+    Entry {
+        usage: "-o, --output FILE",
+        about: "With resource read: write binary contents to FILE (FILE.2, FILE.3, ... for more than one); - writes them to stdout when it is not a terminal.",
+    },
+    Entry {
+        usage: "--arg NAME=VALUE",
+        about: "With complete: an argument already chosen, sent as context (repeatable).",
+    },
+    Entry {
+        usage: "-h, --help",
+        about: "Show help and exit.",
+    },
+];
+
+pub const EXIT_STATUS: &[Entry] = &[
+    Entry {
+        usage: "0",
+        about: "Success.",
+    },
+    Entry {
+        usage: "1",
+        about: "A tool reported an error (isError), or a call in --jsonl mode failed.",
+    },
+    Entry {
+        usage: "2",
+        about: "Usage, configuration or connection error.",
+    },
+    Entry {
+        usage: "3",
+        about: "A server asked for input that nod could not collect (--elicit fail).",
+    },
+    Entry {
+        usage: "130",
+        about: "Interrupted (Ctrl-C): requests in flight were cancelled and servers shut down.",
+    },
+];
+
+pub const ENVIRONMENT: &[Entry] = &[
+    Entry {
+        usage: "NOD_HOME",
+        about: "nod's private folder, instead of ~/.nod.",
+    },
+    Entry {
+        usage: "NOD_LOG, RUST_LOG",
+        about: "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn.",
+    },
+];
+
+/// `--help` text.
+pub fn render(page: Page) -> String {
+    let mut out = String::new();
+    match page {
+        Page::Nod => {
+            out.push_str(&format!(
+                "nod {}: a command-line agent whose every capability comes from MCP servers\n\n",
+                env!("CARGO_PKG_VERSION")
+            ));
+            out.push_str("USAGE:\n    nod [FLAGS] <command> ...\n\nCOMMANDS:\n");
+            section(&mut out, NOD_COMMANDS);
+            out.push_str("\nFLAGS:\n");
+            section(&mut out, NOD_FLAGS);
+        }
+        Page::Mcp => {
+            out.push_str("nod mcp: configure, inspect and use MCP servers\n\nUSAGE:\n    nod mcp <command> [FLAGS]\n\nCOMMANDS:\n");
+            section(&mut out, MCP_COMMANDS);
+            out.push_str("\nFLAGS:\n");
+            section(&mut out, MCP_FLAGS);
+        }
+    }
+    out.push_str("\nEXIT STATUS:\n");
+    section(&mut out, EXIT_STATUS);
+    out.push_str("\nENVIRONMENT:\n");
+    section(&mut out, ENVIRONMENT);
+    out
+}
+
+fn section(out: &mut String, entries: &[Entry]) {
+    for entry in entries {
+        out.push_str("    ");
+        out.push_str(entry.usage);
+        out.push('\n');
+        for line in wrap(entry.about, 72) {
+            out.push_str("        ");
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The man page, in roff.
+pub fn man(page: Page) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    let mut out = String::new();
+    let (name, title, synopsis, description, commands, flags): (_, _, _, &str, _, _) = match page {
+        Page::Nod => (
+            "nod",
+            "NOD",
+            "nod [FLAGS] <command> ...",
+            NOD_DESCRIPTION,
+            NOD_COMMANDS,
+            NOD_FLAGS,
+        ),
+        Page::Mcp => (
+            "nod-mcp",
+            "NOD-MCP",
+            "nod mcp <command> [FLAGS]",
+            MCP_DESCRIPTION,
+            MCP_COMMANDS,
+            MCP_FLAGS,
+        ),
+    };
+    out.push_str(&format!(
+        ".TH {title} 1 \"\" \"nod {version}\" \"User Commands\"\n"
+    ));
+    out.push_str(&format!(
+        ".SH NAME\n{name} \\- {}\n",
+        if page == Page::Nod {
+            "a command-line agent whose every capability comes from MCP servers"
+        } else {
+            "configure, inspect and use MCP servers"
+        }
+    ));
+    out.push_str(&format!(".SH SYNOPSIS\n.B {}\n", roff(synopsis)));
+    out.push_str(".SH DESCRIPTION\n");
+    for para in description.split("\n\n") {
+        out.push_str(&roff(para.trim()));
+        out.push_str("\n.PP\n");
+    }
+    man_section(&mut out, "COMMANDS", commands);
+    man_section(&mut out, "FLAGS", flags);
+    if page == Page::Mcp {
+        out.push_str(".SH PROFILE\n");
+        for para in PROFILE.split("\n\n") {
+            out.push_str(&roff(para.trim()));
+            out.push_str("\n.PP\n");
+        }
+    }
+    man_section(&mut out, "EXIT STATUS", EXIT_STATUS);
+    man_section(&mut out, "ENVIRONMENT", ENVIRONMENT);
+    out.push_str(".SH SEE ALSO\n");
+    out.push_str(if page == Page::Nod {
+        "nod-mcp(1)\n"
+    } else {
+        "nod(1)\n"
+    });
+    out
+}
+
+fn man_section(out: &mut String, title: &str, entries: &[Entry]) {
+    out.push_str(&format!(".SH {title}\n"));
+    for entry in entries {
+        out.push_str(&format!(
+            ".TP\n.B {}\n{}\n",
+            roff(entry.usage),
+            roff(entry.about)
+        ));
+    }
+}
+
+fn roff(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('-', "\\-");
+    escaped
+        .lines()
+        .map(|l| {
+            if l.starts_with('.') || l.starts_with('\'') {
+                format!("\\&{l}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const NOD_DESCRIPTION: &str = "nod is a command-line agent whose every capability comes from MCP (Model Context Protocol) servers. It starts local servers over stdio and talks to them with newline-delimited JSON-RPC, negotiating protocol 2025-11-25 (and accepting 2025-06-18, 2025-03-26 and 2024-11-05).
+
+Servers are configured in a private profile, $NOD_HOME/mcp.json (by default ~/.nod/mcp.json). nod mcp uses them from the shell without a model; see nod-mcp(1).
+
+The interactive shell, nod ask, nod acp and remote servers are not built yet.";
+
+const MCP_DESCRIPTION: &str = "nod mcp manages and uses the MCP servers of the profile without the shell or a model. Each command that needs a server starts it, runs the MCP handshake within the entry's startup_timeout_ms, does its work with operation_timeout_ms per request, and shuts the server down: stdin is closed, then after 1 s SIGTERM goes to the server's process group, then after another 1 s SIGKILL; the process is always reaped.
+
+Lists follow nextCursor to the end. Server output is untrusted: control characters are not written to a terminal, frames over 8 MiB end the connection with a clear error, and a line that is not JSON-RPC is ignored with a warning. Errors name the server, and show the last lines the server wrote to stderr when it died; configured environment values and header values are redacted from every error.
+
+A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.";
+
+const PROFILE: &str = "The profile is a JSON object with one \"mcp\" map from server name to entry (\"mcpServers\" is accepted as an alias; \"mcp\" wins when both exist). Names contain only letters, digits, _ and -.
+
+A local entry has \"type\": \"stdio\" (or \"local\"), and \"command\": [\"program\", \"arg\", ...]; the compatibility form \"command\": \"program\" with \"args\": [...] also works. \"environment\" (or its alias \"env\") maps variable names to string values that override the inherited environment. \"cwd\" sets the working directory.
+
+A remote entry has \"type\": \"http\" (Streamable HTTP) or \"sse\" (legacy HTTP+SSE) and a \"url\", plus optionally \"headers\", \"header_env\", \"bearer_token_env\" and \"oauth\". A literal Authorization header is rejected. Remote entries are checked now and connect in a later release.
+
+Every entry may set \"enabled\" (default true), \"required\" (default false), \"startup_timeout_ms\" (default 30000: start, handshake and first discovery), \"operation_timeout_ms\" (default 60000: each request) and \"restart_limit\" (default 1, stdio only). A broken entry is reported with its name and the fix, and the other entries still load; unknown fields give a warning.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mcp_command_is_in_help_and_man() {
+        let help = render(Page::Mcp);
+        let man = man(Page::Mcp);
+        for entry in MCP_COMMANDS.iter().chain(MCP_FLAGS) {
+            assert!(help.contains(entry.usage), "{}", entry.usage);
+            assert!(man.contains(&roff(entry.usage)), "{}", entry.usage);
+        }
+    }
+}

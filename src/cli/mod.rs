@@ -1,0 +1,400 @@
+//! Command-line parsing: pure lexopt, one function per subcommand, nothing read from the
+//! environment or the disk here. `help` holds the one table that feeds `--help` and the man
+//! pages.
+
+pub mod help;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use lexopt::prelude::*;
+
+use crate::session::elicit::Policy;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Help(help::Page),
+    Version,
+    /// `nod` with no command: the interactive shell (not built yet).
+    Shell,
+    /// `nod --generate man <page>`: print a man page.
+    GenerateMan(help::Page),
+    Mcp(Mcp),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mcp {
+    Path,
+    List {
+        connect: bool,
+        json: bool,
+    },
+    ToolList {
+        server: String,
+        json: bool,
+    },
+    ToolCall(ToolCall),
+    ResourceList {
+        server: String,
+        json: bool,
+    },
+    ResourceTemplates {
+        server: String,
+        json: bool,
+    },
+    ResourceRead {
+        server: String,
+        uri: String,
+        output: Option<PathBuf>,
+        json: bool,
+    },
+    ResourceComplete {
+        server: String,
+        template: String,
+        variable: String,
+        value: String,
+        context: Vec<(String, String)>,
+        json: bool,
+    },
+    PromptList {
+        server: String,
+        json: bool,
+    },
+    PromptGet {
+        server: String,
+        name: String,
+        arguments: Option<String>,
+        json: bool,
+    },
+    PromptComplete {
+        server: String,
+        name: String,
+        argument: String,
+        value: String,
+        context: Vec<(String, String)>,
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub server: String,
+    pub tool: String,
+    pub arguments: Option<String>,
+    pub jsonl: bool,
+    pub parallel: usize,
+    pub elicit: Policy,
+    pub json: bool,
+}
+
+/// A usage error: the message and the help page that explains the command.
+#[derive(Debug)]
+pub struct UsageError {
+    pub message: String,
+    pub page: help::Page,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+type Parsed<T> = Result<T, UsageError>;
+
+fn usage(page: help::Page, message: impl Into<String>) -> UsageError {
+    UsageError {
+        message: message.into(),
+        page,
+    }
+}
+
+fn lex(page: help::Page) -> impl Fn(lexopt::Error) -> UsageError {
+    move |e| usage(page, e.to_string())
+}
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let top = help::Page::Nod;
+    while let Some(arg) = parser.next().map_err(lex(top))? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help(top)),
+            Short('V') | Short('v') | Long("version") => return Ok(Command::Version),
+            Long("generate") => {
+                let what = string(&mut parser, top)?;
+                if what != "man" {
+                    return Err(usage(
+                        top,
+                        format!("--generate takes \"man\", not {what:?}"),
+                    ));
+                }
+                let page = match parser.next().map_err(lex(top))? {
+                    Some(Value(name)) if name == "nod" => help::Page::Nod,
+                    Some(Value(name)) if name == "nod-mcp" => help::Page::Mcp,
+                    _ => return Err(usage(top, "usage: nod --generate man nod|nod-mcp")),
+                };
+                return Ok(Command::GenerateMan(page));
+            }
+            Value(cmd) => {
+                let cmd = cmd
+                    .into_string()
+                    .map_err(|_| usage(top, "the command is not valid UTF-8"))?;
+                return match cmd.as_str() {
+                    "mcp" => parse_mcp(&mut parser).map(Command::Mcp),
+                    "help" => Ok(Command::Help(match parser.next().map_err(lex(top))? {
+                        Some(Value(topic)) if topic == "mcp" => help::Page::Mcp,
+                        _ => top,
+                    })),
+                    other => Err(usage(top, format!("unknown command {other:?}"))),
+                };
+            }
+            other => return Err(usage(top, other.unexpected().to_string())),
+        }
+    }
+    Ok(Command::Shell)
+}
+
+/// Flags every `nod mcp` subcommand shares, plus positional values in order.
+#[derive(Default)]
+struct Rest {
+    values: Vec<String>,
+    json: bool,
+    connect: bool,
+    jsonl: bool,
+    parallel: Option<usize>,
+    elicit: Option<Policy>,
+    output: Option<PathBuf>,
+    context: Vec<(String, String)>,
+    help: bool,
+}
+
+fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
+    let page = help::Page::Mcp;
+    let mut rest = Rest::default();
+    while let Some(arg) = parser.next().map_err(lex(page))? {
+        match arg {
+            Short('h') | Long("help") => rest.help = true,
+            Long("json") => rest.json = true,
+            Long("connect") => rest.connect = true,
+            Long("jsonl") => rest.jsonl = true,
+            Long("parallel") => {
+                let n: usize = string(parser, page)?
+                    .parse()
+                    .map_err(|_| usage(page, "--parallel takes a number from 1 to 256"))?;
+                if !(1..=256).contains(&n) {
+                    return Err(usage(page, "--parallel takes a number from 1 to 256"));
+                }
+                rest.parallel = Some(n);
+            }
+            Long("elicit") => {
+                let text = string(parser, page)?;
+                rest.elicit = Some(Policy::parse(&text).ok_or_else(|| {
+                    usage(
+                        page,
+                        format!("--elicit takes fail, decline, cancel or defaults, not {text:?}"),
+                    )
+                })?);
+            }
+            Short('o') | Long("output") => {
+                rest.output = Some(PathBuf::from(parser.value().map_err(lex(page))?))
+            }
+            Long("arg") => {
+                let text = string(parser, page)?;
+                let (k, v) = text
+                    .split_once('=')
+                    .ok_or_else(|| usage(page, "--arg takes NAME=VALUE"))?;
+                rest.context.push((k.to_string(), v.to_string()));
+            }
+            Value(value) => rest.values.push(
+                value
+                    .into_string()
+                    .map_err(|_| usage(page, "arguments must be valid UTF-8"))?,
+            ),
+            other => return Err(usage(page, other.unexpected().to_string())),
+        }
+    }
+    if rest.help {
+        return Err(usage(page, ""));
+    }
+    let mut values = rest.values.clone().into_iter();
+    let words: Vec<&str> = rest.values.iter().map(String::as_str).collect();
+    let json = rest.json;
+    let cmd = match words.as_slice() {
+        [] => return Err(usage(page, "usage: nod mcp <command>; see nod mcp --help")),
+        ["path"] => Mcp::Path,
+        ["list"] => Mcp::List {
+            connect: rest.connect,
+            json,
+        },
+        ["tool", "list", server] => Mcp::ToolList {
+            server: server.to_string(),
+            json,
+        },
+        ["tool", "call", server, tool, more @ ..] if more.len() <= 1 => {
+            let arguments = more.first().map(|s| s.to_string());
+            if rest.jsonl && arguments.is_some() {
+                return Err(usage(
+                    page,
+                    "--jsonl reads arguments from stdin; give no arguments-json",
+                ));
+            }
+            if rest.parallel.is_some() && !rest.jsonl {
+                return Err(usage(page, "--parallel goes with --jsonl"));
+            }
+            Mcp::ToolCall(ToolCall {
+                server: server.to_string(),
+                tool: tool.to_string(),
+                arguments,
+                jsonl: rest.jsonl,
+                parallel: rest.parallel.unwrap_or(1),
+                elicit: rest.elicit.unwrap_or(Policy::Fail),
+                json,
+            })
+        }
+        ["resource", "list", server] => Mcp::ResourceList {
+            server: server.to_string(),
+            json,
+        },
+        ["resource", "templates", server] => Mcp::ResourceTemplates {
+            server: server.to_string(),
+            json,
+        },
+        ["resource", "read", server, uri] => Mcp::ResourceRead {
+            server: server.to_string(),
+            uri: uri.to_string(),
+            output: rest.output.clone(),
+            json,
+        },
+        [
+            "resource",
+            "complete",
+            server,
+            template,
+            variable,
+            more @ ..,
+        ] if more.len() <= 1 => Mcp::ResourceComplete {
+            server: server.to_string(),
+            template: template.to_string(),
+            variable: variable.to_string(),
+            value: more.first().map_or(String::new(), |s| s.to_string()),
+            context: rest.context.clone(),
+            json,
+        },
+        ["prompt", "list", server] => Mcp::PromptList {
+            server: server.to_string(),
+            json,
+        },
+        ["prompt", "get", server, name, more @ ..] if more.len() <= 1 => Mcp::PromptGet {
+            server: server.to_string(),
+            name: name.to_string(),
+            arguments: more.first().map(|s| s.to_string()),
+            json,
+        },
+        ["prompt", "complete", server, name, argument, more @ ..] if more.len() <= 1 => {
+            Mcp::PromptComplete {
+                server: server.to_string(),
+                name: name.to_string(),
+                argument: argument.to_string(),
+                value: more.first().map_or(String::new(), |s| s.to_string()),
+                context: rest.context.clone(),
+                json,
+            }
+        }
+        [cmd, ..] => {
+            let known = help::MCP_COMMANDS
+                .iter()
+                .find(|c| c.usage.split(' ').nth(2) == Some(cmd));
+            return Err(usage(
+                page,
+                match known {
+                    Some(c) => format!("usage: {}", c.usage),
+                    None => format!("unknown command \"nod mcp {cmd}\"; see nod mcp --help"),
+                },
+            ));
+        }
+    };
+    values.next();
+    if rest.output.is_some() && !matches!(cmd, Mcp::ResourceRead { .. }) {
+        return Err(usage(page, "--output goes with nod mcp resource read"));
+    }
+    if rest.connect && !matches!(cmd, Mcp::List { .. }) {
+        return Err(usage(page, "--connect goes with nod mcp list"));
+    }
+    if (rest.jsonl || rest.elicit.is_some()) && !matches!(cmd, Mcp::ToolCall(_)) {
+        return Err(usage(
+            page,
+            "--jsonl, --parallel and --elicit go with nod mcp tool call",
+        ));
+    }
+    Ok(cmd)
+}
+
+fn string(parser: &mut lexopt::Parser, page: help::Page) -> Parsed<String> {
+    parser
+        .value()
+        .map_err(lex(page))?
+        .into_string()
+        .map_err(|_| usage(page, "option values must be valid UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &str) -> Parsed<Command> {
+        parse(args.split_whitespace().map(OsString::from))
+    }
+
+    #[test]
+    fn tool_call_flags() {
+        let Ok(Command::Mcp(Mcp::ToolCall(call))) =
+            p("mcp tool call fs read --jsonl --parallel 8 --elicit defaults")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (call.jsonl, call.parallel, call.elicit),
+            (true, 8, Policy::Defaults)
+        );
+        assert!(p("mcp tool call fs read {} --jsonl").is_err());
+        assert!(p("mcp tool call fs read --parallel 0").is_err());
+        assert!(p("mcp tool call fs read --elicit maybe").is_err());
+        assert!(p("mcp list --jsonl").is_err());
+    }
+
+    #[test]
+    fn every_shape() {
+        assert_eq!(p("").unwrap(), Command::Shell);
+        assert_eq!(p("--version").unwrap(), Command::Version);
+        assert_eq!(p("mcp path").unwrap(), Command::Mcp(Mcp::Path));
+        assert_eq!(
+            p("mcp list --connect --json").unwrap(),
+            Command::Mcp(Mcp::List {
+                connect: true,
+                json: true
+            })
+        );
+        assert!(matches!(
+            p("mcp resource read s u -o f").unwrap(),
+            Command::Mcp(Mcp::ResourceRead {
+                output: Some(_),
+                ..
+            })
+        ));
+        assert!(
+            matches!(p("mcp prompt complete s n a").unwrap(), Command::Mcp(Mcp::PromptComplete { value, .. }) if value.is_empty())
+        );
+        assert!(
+            matches!(p("mcp resource complete s t v 1 --arg a=b").unwrap(), Command::Mcp(Mcp::ResourceComplete { context, .. }) if context.len() == 1)
+        );
+        let err = p("mcp tool call").unwrap_err();
+        assert!(err.message.contains("nod mcp tool"), "{}", err.message);
+        assert!(
+            p("mcp frobnicate")
+                .unwrap_err()
+                .message
+                .contains("unknown command")
+        );
+        assert!(p("bogus").is_err());
+    }
+}

@@ -1,0 +1,233 @@
+//! The front end of `nod mcp`: each command loads the profile, starts the servers it needs
+//! on one engine, does its work, prints, and shuts everything down. With `cli`, the only
+//! module that prints.
+
+mod interrupt;
+mod list;
+mod prompt;
+mod render;
+mod resource;
+mod tool;
+
+pub use interrupt::install as install_interrupts;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail};
+
+use crate::cli::{Command, Mcp};
+use crate::config::{self, Loaded, ServerConfig, Severity};
+use crate::dispatch::{Engine, InboundHandler, NoInbound};
+use crate::session::Session;
+
+/// How a command ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok = 0,
+    ToolError = 1,
+    Failure = 2,
+    InputRequired = 3,
+    Interrupted = 130,
+}
+
+/// Runs a parsed command. Errors are printed once, redacted, as `nod: ...`.
+pub fn run(command: Command) -> Exit {
+    let result = match command {
+        Command::Help(page) => print(&crate::cli::help::render(page)).map(|()| Exit::Ok),
+        Command::Version => {
+            print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok)
+        }
+        Command::GenerateMan(page) => print(&crate::cli::help::man(page)).map(|()| Exit::Ok),
+        Command::Shell => Err(anyhow!(
+            "the interactive shell is not built yet; see nod --help for what nod can do now"
+        )),
+        Command::Mcp(mcp) => run_mcp(mcp),
+    };
+    let exit = match result {
+        Ok(exit) => exit,
+        Err(err) if is_broken_pipe(&err) => Exit::Ok,
+        Err(err) => {
+            if interrupt::interrupted() {
+                Exit::Interrupted
+            } else {
+                eprintln!(
+                    "nod: {}",
+                    crate::util::redact(&format!("{err:#}"), &secrets())
+                );
+                Exit::Failure
+            }
+        }
+    };
+    if interrupt::interrupted() {
+        interrupt::wait_shutdown();
+        return Exit::Interrupted;
+    }
+    exit
+}
+
+fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
+    match mcp {
+        Mcp::Path => {
+            print(&format!("{}\n", config::profile::path()?.display()))?;
+            Ok(Exit::Ok)
+        }
+        Mcp::List { connect, json } => list::run(connect, json),
+        Mcp::ToolList { server, json } => tool::list(&server, json),
+        Mcp::ToolCall(call) => tool::call(call),
+        Mcp::ResourceList { server, json } => resource::list(&server, json, false),
+        Mcp::ResourceTemplates { server, json } => resource::list(&server, json, true),
+        Mcp::ResourceRead {
+            server,
+            uri,
+            output,
+            json,
+        } => resource::read(&server, &uri, output.as_deref(), json),
+        Mcp::ResourceComplete {
+            server,
+            template,
+            variable,
+            value,
+            context,
+            json,
+        } => resource::complete(&server, &template, &variable, &value, &context, json),
+        Mcp::PromptList { server, json } => prompt::list(&server, json),
+        Mcp::PromptGet {
+            server,
+            name,
+            arguments,
+            json,
+        } => prompt::get(&server, &name, arguments.as_deref(), json),
+        Mcp::PromptComplete {
+            server,
+            name,
+            argument,
+            value,
+            context,
+            json,
+        } => prompt::complete(&server, &name, &argument, &value, &context, json),
+    }
+}
+
+static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+fn secrets() -> Vec<String> {
+    SECRETS.get().cloned().unwrap_or_default()
+}
+
+/// Loads the profile, prints its file-level issues and those of `only` (or all with `None`),
+/// and remembers its secrets for redaction.
+fn load_profile(only: Option<&str>) -> anyhow::Result<Loaded> {
+    let loaded = config::profile::load(&config::profile::path()?);
+    let _ = SECRETS.set(loaded.secrets());
+    for issue in &loaded.issues {
+        if only.is_none() || issue.server.is_none() || issue.server.as_deref() == only {
+            eprintln!("nod: {issue}");
+        }
+    }
+    Ok(loaded)
+}
+
+/// The server `name` from the profile, or a clear error saying why it cannot be used.
+fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<&'a ServerConfig> {
+    if let Some(server) = loaded.server(name) {
+        if !server.enabled {
+            bail!(
+                "server {name} is disabled (\"enabled\": false in {})",
+                loaded.path.display()
+            );
+        }
+        return Ok(server);
+    }
+    if loaded
+        .issues
+        .iter()
+        .any(|i| i.severity == Severity::Error && i.server.as_deref() == Some(name))
+    {
+        bail!(
+            "server {name} has a configuration error (above); fix it in {}",
+            loaded.path.display()
+        );
+    }
+    let known: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+    if known.is_empty() {
+        bail!(
+            "no server named {name}: the profile {} has no servers; add one with an editor (see nod-mcp(1))",
+            loaded.path.display()
+        );
+    }
+    bail!(
+        "no server named {name} in {} (configured: {})",
+        loaded.path.display(),
+        known.join(", ")
+    )
+}
+
+/// One engine with one connected server, for commands about a single server.
+struct One {
+    engine: Engine,
+    session: Option<Session>,
+}
+
+impl One {
+    fn connect(name: &str, handler: Arc<dyn InboundHandler>) -> anyhow::Result<One> {
+        let loaded = load_profile(Some(name))?;
+        let config = find_server(&loaded, name)?;
+        let engine = Engine::start();
+        interrupt::watch(&engine);
+        let session =
+            Session::connect(&engine, config, handler).map_err(|e| anyhow!("server {name}: {e:#}"));
+        match session {
+            Ok(session) => Ok(One {
+                engine,
+                session: Some(session),
+            }),
+            Err(err) => {
+                engine.shutdown();
+                Err(err)
+            }
+        }
+    }
+
+    fn plain(name: &str) -> anyhow::Result<One> {
+        One::connect(name, Arc::new(NoInbound))
+    }
+
+    fn session(&self) -> &Session {
+        self.session.as_ref().expect("connected")
+    }
+}
+
+impl Drop for One {
+    fn drop(&mut self) {
+        // Closing through the engine ends every connection in parallel.
+        self.engine.shutdown();
+        self.session.take();
+    }
+}
+
+/// Writes to stdout; a closed pipe surfaces as an error that `run` turns into success.
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    print(&text)
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn stdout_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+}

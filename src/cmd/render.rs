@@ -1,0 +1,123 @@
+//! Text rendering of MCP content for a person: text as it is (made terminal-safe), and a
+//! one-line summary for everything that is not text.
+
+use serde_json::Value;
+
+use crate::util::terminal_safe;
+
+/// Renders content blocks (tool results, prompt messages). `terminal` makes server text safe
+/// to show on a terminal.
+pub fn blocks(content: &[Value], terminal: bool) -> String {
+    let mut out = String::new();
+    for block in content {
+        let piece = block_text(block);
+        out.push_str(&safe(&piece, terminal));
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+pub fn safe(text: &str, terminal: bool) -> String {
+    if terminal {
+        terminal_safe(text).into_owned()
+    } else {
+        text.to_string()
+    }
+}
+
+fn block_text(block: &Value) -> String {
+    let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
+    match text("type") {
+        "text" => text("text").to_string(),
+        kind @ ("image" | "audio") => format!(
+            "[{kind}: {}, {}]",
+            or(text("mimeType"), "unknown type"),
+            size(text("data"))
+        ),
+        "resource_link" => {
+            let name = text("name");
+            if name.is_empty() {
+                format!("[resource link: {}]", text("uri"))
+            } else {
+                format!("[resource link: {} ({name})]", text("uri"))
+            }
+        }
+        "resource" => {
+            let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+            match resource.get("text").and_then(Value::as_str) {
+                Some(body) => body.to_string(),
+                None => {
+                    let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
+                    let mime = resource
+                        .get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown type");
+                    let blob = resource.get("blob").and_then(Value::as_str).unwrap_or("");
+                    format!("[embedded resource {uri}: {mime}, {}]", size(blob))
+                }
+            }
+        }
+        other => format!("[{} content]", or(other, "untyped")),
+    }
+}
+
+fn or<'a>(text: &'a str, fallback: &'a str) -> &'a str {
+    if text.is_empty() { fallback } else { text }
+}
+
+/// The decoded size of base64 data, for a summary line.
+pub fn size(base64: &str) -> String {
+    let trimmed = base64.trim_end_matches('=');
+    let bytes = trimmed.len() * 3 / 4;
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+/// The first line of a description, for listings.
+pub fn first_line(text: &str) -> &str {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+}
+
+/// A listing row: the name, then the description's first line.
+pub fn row(name: &str, about: &str, terminal: bool) -> String {
+    let about = first_line(about);
+    let line = if about.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}  {about}")
+    };
+    let mut line = safe(&crate::util::one_line(&line), terminal);
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_block_kind() {
+        let content = [
+            json!({"type": "text", "text": "hello\u{1b}[31m"}),
+            json!({"type": "image", "data": "AAAA", "mimeType": "image/png"}),
+            json!({"type": "resource_link", "uri": "file:///a", "name": "a"}),
+            json!({"type": "resource", "resource": {"uri": "x://1", "text": "inner"}}),
+            json!({"type": "resource", "resource": {"uri": "x://2", "blob": "AAAA", "mimeType": "application/zip"}}),
+            json!({"type": "hologram"}),
+        ];
+        let text = blocks(&content, true);
+        assert_eq!(
+            text,
+            "hello\u{FFFD}[31m\n[image: image/png, 3 bytes]\n[resource link: file:///a (a)]\ninner\n[embedded resource x://2: application/zip, 3 bytes]\n[hologram content]\n"
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! `nod mcp tool list` and `nod mcp tool call`: one call, or a stream of calls from stdin
+//! (`--jsonl`) with up to N in flight on the one connection, results in input order.
+
+use std::collections::VecDeque;
+use std::io::BufRead;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use crossbeam_channel::{Receiver, select};
+use serde_json::{Value, json};
+
+use super::render::{self, row};
+use super::{Exit, One, print, print_json, stdout_is_terminal};
+use crate::cli::ToolCall;
+use crate::dispatch::{CallError, CallUpdate, PendingCall, Progress};
+use crate::session::Session;
+use crate::session::catalog::{self, Kind};
+use crate::session::elicit::{InputRequired, PolicyHandler};
+
+pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
+    let one = One::plain(server)?;
+    let listing = catalog::list(one.session(), Kind::Tools)?;
+    warn_rejected(server, &listing.rejected);
+    if json {
+        print_json(&json!({ "tools": listing.items }))?;
+    } else {
+        let terminal = stdout_is_terminal();
+        let mut out = String::new();
+        for tool in &listing.items {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+            let about = tool
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            out.push_str(&row(name, about, terminal));
+        }
+        print(&out)?;
+    }
+    Ok(Exit::Ok)
+}
+
+pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
+    for why in rejected {
+        eprintln!(
+            "nod: server {server}: ignored {}",
+            crate::util::one_line(why)
+        );
+    }
+}
+
+pub fn call(call: ToolCall) -> anyhow::Result<Exit> {
+    let arguments = match &call.arguments {
+        Some(text) if !call.jsonl => Some(parse_arguments(text)?),
+        _ => None,
+    };
+    let (input_tx, input_rx) = crossbeam_channel::unbounded();
+    let handler = Arc::new(PolicyHandler {
+        policy: call.elicit,
+        input_required: Some(input_tx),
+    });
+    let one = One::connect(&call.server, handler)?;
+    let session = one.session();
+    if call.jsonl {
+        return jsonl(session, &call, &input_rx);
+    }
+    let arguments = arguments.unwrap_or_else(|| json!({}));
+    let pending = session.call_tool(&call.tool, &arguments);
+    let label = format!("{}/{}", call.server, call.tool);
+    match wait(session, pending, &input_rx, &label)? {
+        Outcome::Result(result) => print_result(&call, &result),
+        Outcome::Failed(err) => {
+            Err(anyhow::Error::new(err)
+                .context(format!("server {}: tool {}", call.server, call.tool)))
+        }
+        Outcome::InputRequired(input) => report_input_required(&input, call.json),
+    }
+}
+
+fn parse_arguments(text: &str) -> anyhow::Result<Value> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => bail!("tool arguments must be a JSON object, like {{\"path\": \"/tmp\"}}"),
+        Err(err) => bail!("tool arguments are not valid JSON: {err}"),
+    }
+}
+
+enum Outcome {
+    Result(Value),
+    Failed(CallError),
+    InputRequired(InputRequired),
+}
+
+/// Waits for a call, showing progress on stderr. An elicitation the policy could not answer
+/// cancels the call.
+fn wait(
+    session: &Session,
+    pending: PendingCall,
+    input: &Receiver<InputRequired>,
+    label: &str,
+) -> anyhow::Result<Outcome> {
+    let mut shown = ProgressLine::new(label);
+    loop {
+        select! {
+            recv(pending.updates()) -> update => match update {
+                Ok(CallUpdate::Progress(p)) => shown.show(&p),
+                Ok(CallUpdate::Done(Ok(result))) => return Ok(Outcome::Result(result)),
+                Ok(CallUpdate::Done(Err(err))) => return Ok(Outcome::Failed(err)),
+                Err(_) => bail!("nod is shutting down"),
+            },
+            recv(input) -> request => if let Ok(request) = request {
+                session.cancel(&pending, "the server asked for input that nod could not collect");
+                return Ok(Outcome::InputRequired(request));
+            },
+        }
+    }
+}
+
+/// Progress on stderr, at most ten lines a second a call.
+struct ProgressLine<'a> {
+    label: &'a str,
+    last: Option<Instant>,
+}
+
+impl<'a> ProgressLine<'a> {
+    fn new(label: &'a str) -> ProgressLine<'a> {
+        ProgressLine { label, last: None }
+    }
+
+    fn show(&mut self, p: &Progress) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|at| now.duration_since(at) < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(now);
+        let amount = match p.total {
+            Some(total) => format!("{}/{}", number(p.progress), number(total)),
+            None => number(p.progress),
+        };
+        let message = p
+            .message
+            .as_deref()
+            .map(|m| format!(" {}", crate::util::terminal_safe(m)))
+            .unwrap_or_default();
+        eprintln!("nod: {}: progress {amount}{message}", self.label);
+    }
+}
+
+fn number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n:.2}")
+    }
+}
+
+fn print_result(call: &ToolCall, result: &Value) -> anyhow::Result<Exit> {
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if call.json {
+        print_json(result)?;
+    } else {
+        let content = result
+            .get("content")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut text = render::blocks(content, stdout_is_terminal());
+        if content.is_empty() {
+            if let Some(structured) = result.get("structuredContent") {
+                text = format!("{}\n", serde_json::to_string_pretty(structured)?);
+            }
+        }
+        if is_error {
+            eprint!(
+                "nod: server {}: tool {} reported an error:\n{}",
+                call.server,
+                call.tool,
+                render::safe(&text, true)
+            );
+        } else {
+            print(&text)?;
+        }
+    }
+    Ok(if is_error { Exit::ToolError } else { Exit::Ok })
+}
+
+fn report_input_required(input: &InputRequired, json: bool) -> anyhow::Result<Exit> {
+    eprintln!(
+        "nod: server {} asked for input ({} mode): {}; rerun with --elicit defaults, decline or cancel to answer it",
+        input.server,
+        input.mode,
+        crate::util::terminal_safe(&crate::util::one_line(&input.message))
+    );
+    if json {
+        print_json(&input.to_json())?;
+    } else {
+        print(&format!("{}\n", serde_json::to_string(&input.to_json())?))?;
+    }
+    Ok(Exit::InputRequired)
+}
+
+/// One line of `--jsonl` input: a call in flight, or an answer already known.
+enum Slot {
+    Call(PendingCall),
+    Ready(Value, bool),
+}
+
+fn jsonl(
+    session: &Session,
+    call: &ToolCall,
+    input: &Receiver<InputRequired>,
+) -> anyhow::Result<Exit> {
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut slots: VecDeque<Slot> = VecDeque::new();
+    let mut failed = false;
+    let mut eof = false;
+    let mut line_no = 0usize;
+    let label = format!("{}/{}", call.server, call.tool);
+    loop {
+        while !eof && slots.len() < call.parallel {
+            match lines.next() {
+                None => eof = true,
+                Some(line) => {
+                    let line = line?;
+                    line_no += 1;
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    slots.push_back(match parse_arguments(&line) {
+                        Ok(arguments) => Slot::Call(session.call_tool(&call.tool, &arguments)),
+                        Err(err) => Slot::Ready(
+                            json!({ "error": { "message": format!("line {line_no}: {err}") } }),
+                            true,
+                        ),
+                    });
+                }
+            }
+        }
+        let Some(slot) = slots.pop_front() else { break };
+        let (value, bad) = match slot {
+            Slot::Ready(value, bad) => (value, bad),
+            Slot::Call(pending) => match wait(session, pending, input, &label)? {
+                Outcome::Result(result) => {
+                    let bad = result
+                        .get("isError")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    (result, bad)
+                }
+                Outcome::Failed(err) => (error_json(&err), true),
+                Outcome::InputRequired(request) => {
+                    for slot in slots.drain(..) {
+                        if let Slot::Call(pending) = slot {
+                            session.cancel(&pending, "the run stopped: a server asked for input");
+                        }
+                    }
+                    return report_input_required(&request, false);
+                }
+            },
+        };
+        failed |= bad;
+        print(&format!("{}\n", serde_json::to_string(&value)?))?;
+    }
+    Ok(if failed { Exit::ToolError } else { Exit::Ok })
+}
+
+fn error_json(err: &CallError) -> Value {
+    match err {
+        CallError::Rpc(error) => {
+            let mut out = json!({ "error": { "code": error.code, "message": error.message } });
+            if let Some(data) = &error.data {
+                out["error"]["data"] = data.clone();
+            }
+            out
+        }
+        other => {
+            json!({ "error": { "message": crate::util::redact(&other.to_string(), &super::secrets()) } })
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Server configuration. Problems are data (`ConfigIssue`), never a failure of the whole
+//! load: a bad entry is reported with its name and the fix, and the good entries still load.
+
+pub mod profile;
+mod server;
+mod url;
+
+pub use server::{OAuthConfig, RemoteConfig, ServerConfig, StdioConfig, Transport};
+
+use std::path::PathBuf;
+
+/// Where nod keeps its private files: `$NOD_HOME`, else `~/.nod`.
+pub fn home() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("NOD_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    let Some(user) = dirs::home_dir() else {
+        anyhow::bail!("cannot find the home directory; set NOD_HOME");
+    };
+    Ok(user.join(".nod"))
+}
+
+/// A configuration problem, shown to the user with its fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// The entry it concerns, when it concerns one.
+    pub server: Option<String>,
+    pub severity: Severity,
+    pub message: String,
+    pub fix: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The entry (or the file) was not loaded.
+    Error,
+    /// Loaded, but something was ignored.
+    Warning,
+}
+
+impl std::fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        match &self.server {
+            Some(name) => write!(f, "{kind}: server {name}: {}", self.message)?,
+            None => write!(f, "{kind}: {}", self.message)?,
+        }
+        if !self.fix.is_empty() {
+            write!(f, " ({})", self.fix)?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of reading configuration: every server that loaded, and every issue.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub path: PathBuf,
+    pub servers: Vec<ServerConfig>,
+    pub issues: Vec<ConfigIssue>,
+}
+
+impl Loaded {
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Every configured secret value (environment values, header values), for redaction.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for server in &self.servers {
+            match &server.transport {
+                Transport::Stdio(stdio) => out.extend(stdio.env.iter().map(|(_, v)| v.clone())),
+                Transport::Http(remote) | Transport::Sse(remote) => {
+                    out.extend(remote.headers.iter().map(|(_, v)| v.clone()));
+                    out.push(remote.url.clone());
+                }
+            }
+        }
+        out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        out
+    }
+}
+
+/// Server names: letters, digits, `_` and `-`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}

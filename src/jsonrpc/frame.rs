@@ -1,0 +1,162 @@
+//! Newline-delimited framing (MCP stdio, STDIO-2) with the 8 MiB cap that applies to every
+//! frame in either direction.
+//!
+//! `FrameReader` is fed whatever bytes a non-blocking read returned and hands back complete
+//! lines. It never buffers more than `MAX_FRAME` bytes of an unfinished line, so a server that
+//! writes an endless line costs nod 8 MiB, not all of its memory.
+
+/// The largest frame nod sends or accepts, newline excluded.
+pub const MAX_FRAME: usize = 8 * 1024 * 1024;
+
+/// Why the byte stream cannot be framed any further.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// A line grew past `MAX_FRAME` bytes before its newline.
+    TooLarge,
+    /// A line is not valid UTF-8 (MSG-6).
+    NotUtf8,
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::TooLarge => write!(
+                f,
+                "a message larger than the {} MiB frame limit",
+                MAX_FRAME >> 20
+            ),
+            FrameError::NotUtf8 => f.write_str("a message that is not valid UTF-8"),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct FrameReader {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already scanned for a newline, so a long line is scanned once.
+    scanned: usize,
+}
+
+impl FrameReader {
+    /// Appends `bytes` and calls `on_frame` for every complete, non-blank line (without its
+    /// line ending). Stops at the first error; the reader is useless after one.
+    pub fn push(
+        &mut self,
+        bytes: &[u8],
+        mut on_frame: impl FnMut(&[u8]),
+    ) -> Result<(), FrameError> {
+        self.buf.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(offset) = memchr(b'\n', &self.buf[self.scanned..]) {
+            let end = self.scanned + offset;
+            let mut line = &self.buf[start..end];
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            if line.len() > MAX_FRAME {
+                return Err(FrameError::TooLarge);
+            }
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                if std::str::from_utf8(line).is_err() {
+                    return Err(FrameError::NotUtf8);
+                }
+                on_frame(line);
+            }
+            start = end + 1;
+            self.scanned = start;
+        }
+        self.buf.drain(..start);
+        self.scanned = self.buf.len();
+        if self.buf.len() > MAX_FRAME + 1 {
+            return Err(FrameError::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// At end of stream: a final line without a newline still counts.
+    pub fn finish(&mut self, on_frame: impl FnMut(&[u8])) -> Result<(), FrameError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.push(b"\n", on_frame)
+    }
+
+    /// Bytes held for an unfinished line.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Checks an outgoing frame (with its trailing newline) against the cap.
+pub fn check_outgoing(frame: &[u8]) -> Result<(), FrameError> {
+    if frame.len() > MAX_FRAME + 1 {
+        Err(FrameError::TooLarge)
+    } else {
+        Ok(())
+    }
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(reader: &mut FrameReader, chunks: &[&[u8]]) -> Result<Vec<String>, FrameError> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            reader.push(chunk, |f| out.push(String::from_utf8(f.to_vec()).unwrap()))?;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn splits_lines_across_chunks_and_strips_cr() {
+        let mut reader = FrameReader::default();
+        let got = frames(&mut reader, &[b"{\"a\"", b":1}\r\n\n  \n{\"b\":2}\n{\"c\""]).unwrap();
+        assert_eq!(got, vec!["{\"a\":1}", "{\"b\":2}"]);
+        assert_eq!(reader.buffered(), 4);
+        let mut rest = Vec::new();
+        reader.finish(|f| rest.push(f.to_vec())).unwrap();
+        assert_eq!(rest, vec![b"{\"c\"".to_vec()]);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_an_error_even_without_newline() {
+        let mut reader = FrameReader::default();
+        let chunk = vec![b'x'; 1024 * 1024];
+        let mut result = Ok(());
+        for _ in 0..9 {
+            result = reader.push(&chunk, |_| {});
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(FrameError::TooLarge));
+        assert!(reader.buffered() <= MAX_FRAME + 1024 * 1024 + 1);
+    }
+
+    #[test]
+    fn exactly_the_cap_passes() {
+        let mut reader = FrameReader::default();
+        let mut line = vec![b'x'; MAX_FRAME];
+        line.push(b'\n');
+        let mut n = 0;
+        reader.push(&line, |f| n += f.len()).unwrap();
+        assert_eq!(n, MAX_FRAME);
+        assert!(check_outgoing(&line).is_ok());
+        line.insert(0, b'x');
+        assert_eq!(check_outgoing(&line), Err(FrameError::TooLarge));
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error() {
+        let mut reader = FrameReader::default();
+        assert_eq!(
+            reader.push(b"{\"a\":\"\xff\xfe\"}\n", |_| {}),
+            Err(FrameError::NotUtf8)
+        );
+    }
+}

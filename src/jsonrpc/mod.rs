@@ -1,0 +1,286 @@
+//! JSON-RPC 2.0 messages as MCP uses them: parsing untrusted frames into a closed `Message`
+//! enum, and writing nod's own requests, notifications and responses.
+//!
+//! Request ids from a server are kept as raw JSON values so they are echoed with their exact
+//! type (MSG-8). nod's own ids are integers that are never reused on a connection (MSG-2).
+
+pub mod frame;
+
+use serde_json::{Map, Value, json};
+
+/// One decoded message from a peer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+        params: Value,
+    },
+    /// `id` is `None` for an error response whose id the peer could not read (MSG-4).
+    Response {
+        id: Option<Value>,
+        result: Result<Value, ResponseError>,
+    },
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl std::fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)
+    }
+}
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+impl ResponseError {
+    pub fn new(code: i64, message: impl Into<String>) -> ResponseError {
+        ResponseError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    fn from_value(value: &Value) -> Option<ResponseError> {
+        let obj = value.as_object()?;
+        let code = obj.get("code")?.as_i64()?;
+        let message = obj.get("message")?.as_str()?.to_string();
+        Some(ResponseError {
+            code,
+            message,
+            data: obj.get("data").cloned(),
+        })
+    }
+
+    fn to_value(&self) -> Value {
+        let mut obj = json!({ "code": self.code, "message": self.message });
+        if let Some(data) = &self.data {
+            obj["data"] = data.clone();
+        }
+        obj
+    }
+}
+
+/// Why a frame could not be turned into messages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeError {
+    /// The line is not JSON at all (a server printing chatter on stdout).
+    NotJson,
+    /// The JSON is not a JSON-RPC 2.0 message.
+    Invalid(&'static str),
+    /// An array arrived on a connection whose protocol version has no batches.
+    UnexpectedBatch,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::NotJson => f.write_str("a line that is not JSON"),
+            DecodeError::Invalid(why) => write!(f, "an invalid JSON-RPC message ({why})"),
+            DecodeError::UnexpectedBatch => {
+                f.write_str("a JSON-RPC batch, which this protocol version does not allow")
+            }
+        }
+    }
+}
+
+/// Decodes one frame. Batches (arrays) are accepted only when `batches` is true, which is
+/// the case for a connection that negotiated 2025-03-26 (MSG-9).
+pub fn decode(frame: &[u8], batches: bool) -> Result<Vec<Message>, DecodeError> {
+    let value: Value = serde_json::from_slice(frame).map_err(|_| DecodeError::NotJson)?;
+    match value {
+        Value::Array(items) => {
+            if !batches {
+                return Err(DecodeError::UnexpectedBatch);
+            }
+            if items.is_empty() {
+                return Err(DecodeError::Invalid("empty batch"));
+            }
+            items.into_iter().map(from_value).collect()
+        }
+        value => Ok(vec![from_value(value)?]),
+    }
+}
+
+/// Turns one JSON value into a message, checking the envelope.
+pub fn from_value(value: Value) -> Result<Message, DecodeError> {
+    let Value::Object(mut obj) = value else {
+        return Err(DecodeError::Invalid("not an object"));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(DecodeError::Invalid("jsonrpc is not \"2.0\""));
+    }
+    let id = match obj.remove("id") {
+        None | Some(Value::Null) => None,
+        Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
+        Some(_) => return Err(DecodeError::Invalid("id is neither a string nor a number")),
+    };
+    if let Some(method) = obj.remove("method") {
+        let Value::String(method) = method else {
+            return Err(DecodeError::Invalid("method is not a string"));
+        };
+        let params = match obj.remove("params") {
+            None => Value::Null,
+            Some(params @ (Value::Object(_) | Value::Array(_))) => params,
+            Some(_) => {
+                return Err(DecodeError::Invalid(
+                    "params is neither an object nor an array",
+                ));
+            }
+        };
+        return Ok(match id {
+            Some(id) => Message::Request { id, method, params },
+            None => Message::Notification { method, params },
+        });
+    }
+    match (obj.remove("result"), obj.remove("error")) {
+        (Some(result), None) => match id {
+            Some(id) => Ok(Message::Response {
+                id: Some(id),
+                result: Ok(result),
+            }),
+            None => Err(DecodeError::Invalid("result response without an id")),
+        },
+        (None, Some(error)) => {
+            let error = ResponseError::from_value(&error)
+                .ok_or(DecodeError::Invalid("malformed error object"))?;
+            Ok(Message::Response {
+                id,
+                result: Err(error),
+            })
+        }
+        (Some(_), Some(_)) => Err(DecodeError::Invalid("both result and error")),
+        (None, None) => Err(DecodeError::Invalid("neither method, result nor error")),
+    }
+}
+
+/// Writes a request. `params_json` is already serialized so that large arguments are encoded
+/// once, on the caller's thread, and not inside the dispatcher.
+pub fn encode_request(id: u64, method: &str, params_json: Option<&str>) -> Vec<u8> {
+    let method = serde_json::to_string(method).expect("a string serializes");
+    let mut out = Vec::with_capacity(48 + method.len() + params_json.map_or(0, str::len));
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.to_string().as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    out.extend_from_slice(method.as_bytes());
+    if let Some(params) = params_json {
+        out.extend_from_slice(b",\"params\":");
+        out.extend_from_slice(params.as_bytes());
+    }
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+/// Writes a notification.
+pub fn encode_notification(method: &str, params: Option<&Value>) -> Vec<u8> {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), "2.0".into());
+    obj.insert("method".into(), method.into());
+    if let Some(params) = params {
+        obj.insert("params".into(), params.clone());
+    }
+    line(Value::Object(obj))
+}
+
+/// Writes the answer to a peer's request, echoing its id as it came.
+pub fn encode_response(id: &Value, result: &Result<Value, ResponseError>) -> Vec<u8> {
+    let msg = match result {
+        Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        Err(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error.to_value() }),
+    };
+    line(msg)
+}
+
+fn line(value: Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec(&value).expect("a JSON value serializes");
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Message {
+        decode(text.as_bytes(), false).unwrap().remove(0)
+    }
+
+    #[test]
+    fn server_request_ids_keep_their_type() {
+        let msg = one(r#"{"jsonrpc":"2.0","id":"7","method":"ping"}"#);
+        assert_eq!(
+            msg,
+            Message::Request {
+                id: json!("7"),
+                method: "ping".into(),
+                params: Value::Null
+            }
+        );
+        let reply = encode_response(&json!("7"), &Ok(json!({})));
+        assert_eq!(reply, b"{\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{}}\n");
+        let reply = encode_response(&json!(7), &Ok(json!({})));
+        assert_eq!(reply, b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n");
+    }
+
+    #[test]
+    fn error_response_without_id_is_accepted() {
+        let msg = one(r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"parse error"}}"#);
+        let Message::Response {
+            id: None,
+            result: Err(error),
+        } = msg
+        else {
+            panic!("{msg:?}")
+        };
+        assert_eq!(error.code, PARSE_ERROR);
+    }
+
+    #[test]
+    fn envelopes_are_checked() {
+        for bad in [
+            r#"{"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"x"}}"#,
+            r#"{"jsonrpc":"2.0","method":7}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"[1]"#,
+        ] {
+            assert!(decode(bad.as_bytes(), false).is_err(), "{bad}");
+        }
+        assert_eq!(decode(b"hello", false), Err(DecodeError::NotJson));
+    }
+
+    #[test]
+    fn batches_only_when_allowed() {
+        let batch = br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]"#;
+        assert_eq!(decode(batch, false), Err(DecodeError::UnexpectedBatch));
+        assert_eq!(decode(batch, true).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn requests_are_compact_single_lines() {
+        let out = encode_request(3, "tools/call", Some(r#"{"name":"a\nb"}"#));
+        assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\nb\"}}\n");
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert_eq!(
+            encode_request(4, "ping", None),
+            b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n"
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! nod: a command-line agent whose every capability comes from MCP servers.
+//!
+//! The heart is the MCP client. Layers depend downward only:
+//!
+//! - `cli` parses arguments (lexopt) and `cmd` runs the commands: the only modules that print.
+//! - `session` runs one server's lifecycle (initialize, version negotiation), its catalogs
+//!   (`session::catalog`) and the elicitation policies of non-interactive surfaces.
+//! - `dispatch` is one thread that owns every pending call and deadline, and routes requests,
+//!   cancellations, progress and server-to-client requests over crossbeam channels.
+//! - `transport` has one worker thread per connection; stdio drives child pipes with mio.
+//! - `jsonrpc` frames and decodes messages under the 8 MiB cap.
+//! - `config` reads the profile; problems are data, so one bad entry never hides the rest.
+
+pub mod cli;
+pub mod cmd;
+pub mod config;
+pub mod dispatch;
+pub mod jsonrpc;
+pub mod mcp;
+pub mod session;
+pub mod transport;
+pub mod util;

@@ -1,0 +1,24 @@
+//! The `nod` binary: parse, run, exit. Everything else lives in the library.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let env = env_logger::Env::new().filter_or(
+        "NOD_LOG",
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+    );
+    env_logger::Builder::from_env(env)
+        .format_timestamp(None)
+        .format_target(false)
+        .init();
+    let command = match nod::cli::parse(std::env::args_os().skip(1)) {
+        Ok(command) => command,
+        Err(err) if err.message.is_empty() => nod::cli::Command::Help(err.page),
+        Err(err) => {
+            eprintln!("nod: {err}");
+            return ExitCode::from(nod::cmd::Exit::Failure as u8);
+        }
+    };
+    nod::cmd::install_interrupts();
+    ExitCode::from(nod::cmd::run(command) as u8)
+}

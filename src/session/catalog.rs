@@ -1,0 +1,199 @@
+//! Server catalogs: tools, resources, resource templates and prompts, fetched page by page
+//! to the end, checked, and cached until the server says the list changed.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail};
+use serde_json::{Value, json};
+
+use super::Session;
+use crate::mcp::method;
+
+/// A listing that needs more pages than this is refused: it is a loop or a flood.
+pub const MAX_PAGES: usize = 1000;
+/// The longest cursor nod sends back.
+pub const MAX_CURSOR_BYTES: usize = 4096;
+/// How deeply a tool's input schema may nest.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Tools,
+    Resources,
+    Templates,
+    Prompts,
+}
+
+impl Kind {
+    fn method(self) -> &'static str {
+        match self {
+            Kind::Tools => method::TOOLS_LIST,
+            Kind::Resources => method::RESOURCES_LIST,
+            Kind::Templates => method::RESOURCES_TEMPLATES,
+            Kind::Prompts => method::PROMPTS_LIST,
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Tools => "tools",
+            Kind::Resources => "resources",
+            Kind::Templates => "resourceTemplates",
+            Kind::Prompts => "prompts",
+        }
+    }
+
+    /// The server capability the listing needs.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Kind::Tools => "tools",
+            Kind::Resources | Kind::Templates => "resources",
+            Kind::Prompts => "prompts",
+        }
+    }
+
+    fn epoch(self, session: &Session) -> &AtomicU64 {
+        let shared = session.shared();
+        match self {
+            Kind::Tools => &shared.tools_epoch,
+            Kind::Resources | Kind::Templates => &shared.resources_epoch,
+            Kind::Prompts => &shared.prompts_epoch,
+        }
+    }
+}
+
+/// One listing's items, plus how many the server sent that nod could not use.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub items: Vec<Value>,
+    pub rejected: Vec<String>,
+}
+
+#[derive(Default)]
+pub(crate) struct Cache {
+    entries: Vec<(Kind, u64, Listing)>,
+}
+
+/// Lists `kind` to the end. A cached listing is reused until a `list_changed` arrives.
+pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Listing> {
+    list_until(
+        session,
+        kind,
+        Instant::now() + session.operation_timeout * MAX_PAGES as u32,
+    )
+}
+
+/// Like `list`, with every page's request also bounded by `deadline` (the startup deadline
+/// during first discovery).
+pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Listing> {
+    if !session.has(kind.capability()) {
+        return Ok(Listing::default());
+    }
+    let epoch = kind.epoch(session).load(Ordering::SeqCst);
+    if let Ok(cache) = session.cache().lock() {
+        if let Some((_, _, listing)) = cache
+            .entries
+            .iter()
+            .find(|(k, e, _)| *k == kind && *e == epoch)
+        {
+            return Ok(listing.clone());
+        }
+    }
+    let listing = fetch(session, kind, deadline)?;
+    if let Ok(mut cache) = session.cache().lock() {
+        cache.entries.retain(|(k, _, _)| *k != kind);
+        cache.entries.push((kind, epoch, listing.clone()));
+    }
+    Ok(listing)
+}
+
+fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Listing> {
+    let mut listing = Listing::default();
+    let mut cursor: Option<String> = None;
+    let mut seen = HashSet::new();
+    for _ in 0..MAX_PAGES {
+        let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+        let timeout = session
+            .operation_timeout
+            .min(deadline.saturating_duration_since(Instant::now()));
+        let page = session
+            .request_with(kind.method(), params, timeout)
+            .map_err(|e| anyhow!("{}: {e}", kind.method()))?;
+        let Some(items) = page.get(kind.key()).and_then(Value::as_array) else {
+            bail!("{}: the answer has no {} array", kind.method(), kind.key());
+        };
+        for item in items {
+            match check(kind, item) {
+                Ok(()) => listing.items.push(item.clone()),
+                Err(why) => listing.rejected.push(why),
+            }
+        }
+        match page.get("nextCursor") {
+            None | Some(Value::Null) => return Ok(listing),
+            Some(Value::String(next)) => {
+                if next.len() > MAX_CURSOR_BYTES {
+                    bail!(
+                        "{}: the server sent a cursor over {MAX_CURSOR_BYTES} bytes",
+                        kind.method()
+                    );
+                }
+                if !seen.insert(next.clone()) {
+                    bail!(
+                        "{}: the server repeated a cursor; the listing would never end",
+                        kind.method()
+                    );
+                }
+                cursor = Some(next.clone());
+            }
+            Some(_) => bail!("{}: nextCursor is not a string", kind.method()),
+        }
+    }
+    bail!("{}: more than {MAX_PAGES} pages; stopped", kind.method())
+}
+
+/// Checks the fields nod relies on; everything else is kept verbatim.
+fn check(kind: Kind, item: &Value) -> Result<(), String> {
+    let text = |key: &str| {
+        item.get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    match kind {
+        Kind::Tools => {
+            let name = text("name").ok_or("a tool without a name")?;
+            let schema = item
+                .get("inputSchema")
+                .ok_or_else(|| format!("tool {name:?} has no inputSchema"))?;
+            if schema.get("type").and_then(Value::as_str) != Some("object") {
+                return Err(format!(
+                    "tool {name:?} has an inputSchema that does not describe an object"
+                ));
+            }
+            if depth(schema) > MAX_SCHEMA_DEPTH {
+                return Err(format!(
+                    "tool {name:?} has an inputSchema nested deeper than {MAX_SCHEMA_DEPTH}"
+                ));
+            }
+            Ok(())
+        }
+        Kind::Resources => text("uri")
+            .map(drop)
+            .ok_or_else(|| "a resource without a uri".into()),
+        Kind::Templates => text("uriTemplate")
+            .map(drop)
+            .ok_or_else(|| "a template without a uriTemplate".into()),
+        Kind::Prompts => text("name")
+            .map(drop)
+            .ok_or_else(|| "a prompt without a name".into()),
+    }
+}
+
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}

@@ -1,0 +1,192 @@
+//! Elicitation for surfaces that cannot ask a person: `nod mcp tool call --elicit ...`.
+//! The policy answers at once; `fail` also reports a typed input-required result to the
+//! front end, as `nod ask` will.
+
+use crossbeam_channel::Sender;
+use serde_json::{Map, Value, json};
+
+use crate::dispatch::{InboundHandler, Responder, ServerRequest};
+use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, ResponseError};
+use crate::mcp::method;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Answer `cancel` and end the command with an input-required result.
+    Fail,
+    Decline,
+    Cancel,
+    /// Accept a form with every field's `default`; decline URL requests and forms whose
+    /// required fields have no default.
+    Defaults,
+}
+
+impl Policy {
+    pub fn parse(text: &str) -> Option<Policy> {
+        Some(match text {
+            "fail" => Policy::Fail,
+            "decline" => Policy::Decline,
+            "cancel" => Policy::Cancel,
+            "defaults" => Policy::Defaults,
+            _ => return None,
+        })
+    }
+}
+
+/// What the front end needs to report an elicitation it could not answer.
+#[derive(Debug, Clone)]
+pub struct InputRequired {
+    pub server: String,
+    pub mode: String,
+    pub message: String,
+    pub requested_schema: Option<Value>,
+    pub url: Option<String>,
+}
+
+impl InputRequired {
+    pub fn to_json(&self) -> Value {
+        let mut out = json!({ "status": "input_required", "server": self.server, "mode": self.mode, "message": self.message });
+        if let Some(schema) = &self.requested_schema {
+            out["requestedSchema"] = schema.clone();
+        }
+        if let Some(url) = &self.url {
+            out["url"] = json!(url);
+        }
+        out
+    }
+}
+
+pub struct PolicyHandler {
+    pub policy: Policy,
+    pub input_required: Option<Sender<InputRequired>>,
+}
+
+impl InboundHandler for PolicyHandler {
+    fn capabilities(&self) -> Value {
+        json!({ "elicitation": { "form": {}, "url": {} } })
+    }
+
+    fn request(&self, req: ServerRequest, responder: Responder) {
+        if req.method != method::ELICIT || !req.version.is_some_and(|v| v.has_elicitation()) {
+            responder.respond(Err(ResponseError::new(
+                METHOD_NOT_FOUND,
+                format!("nod does not support {}", req.method),
+            )));
+            return;
+        }
+        // A request without a mode is a form (ELI-3).
+        let mode = req
+            .params
+            .get("mode")
+            .and_then(Value::as_str)
+            .unwrap_or("form")
+            .to_string();
+        let url_allowed = req.version.is_some_and(|v| v.has_url_elicitation());
+        if mode != "form" && !(mode == "url" && url_allowed) {
+            responder.respond(Err(ResponseError::new(
+                INVALID_PARAMS,
+                format!("nod did not declare elicitation mode {mode:?}"),
+            )));
+            return;
+        }
+        let message = req
+            .params
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let schema = req.params.get("requestedSchema").cloned();
+        let answer = match self.policy {
+            Policy::Decline => json!({ "action": "decline" }),
+            Policy::Cancel => json!({ "action": "cancel" }),
+            Policy::Fail => {
+                if let Some(tx) = &self.input_required {
+                    let url = req
+                        .params
+                        .get("url")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    let schema = if mode == "form" { schema } else { None };
+                    let _ = tx.send(InputRequired {
+                        server: req.server.clone(),
+                        mode,
+                        message,
+                        requested_schema: schema,
+                        url,
+                    });
+                }
+                json!({ "action": "cancel" })
+            }
+            Policy::Defaults if mode == "form" => match defaults(schema.as_ref()) {
+                Ok(content) => json!({ "action": "accept", "content": content }),
+                Err(field) => {
+                    log::warn!(
+                        "server {}: elicitation declined: required field {field:?} has no default",
+                        req.server
+                    );
+                    json!({ "action": "decline" })
+                }
+            },
+            Policy::Defaults => {
+                log::warn!(
+                    "server {}: URL elicitation declined: nod opens no URL without a person's consent",
+                    req.server
+                );
+                json!({ "action": "decline" })
+            }
+        };
+        responder.respond(Ok(answer));
+    }
+}
+
+/// The content a form gets when every field takes its default. Fails with the name of a
+/// required field that has none.
+pub fn defaults(schema: Option<&Value>) -> Result<Value, String> {
+    let mut content = Map::new();
+    let properties = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    for (name, property) in properties.into_iter().flatten() {
+        if let Some(default) = property.get("default") {
+            let usable = match default {
+                Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
+                Value::Array(items) => items.iter().all(Value::is_string),
+                _ => false,
+            };
+            if usable {
+                content.insert(name.clone(), default.clone());
+            }
+        }
+    }
+    let required = schema
+        .and_then(|s| s.get("required"))
+        .and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !content.contains_key(name) {
+            return Err(name.to_string());
+        }
+    }
+    Ok(Value::Object(content))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_every_kind_and_need_required_ones() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "Ada"},
+            "n": {"type": "integer", "default": 42},
+            "x": {"type": "number", "default": 3.14},
+            "ok": {"type": "boolean", "default": true},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "default": ["a"]},
+            "free": {"type": "string"}
+        }, "required": ["name"]});
+        assert_eq!(
+            defaults(Some(&schema)).unwrap(),
+            json!({"name": "Ada", "n": 42, "x": 3.14, "ok": true, "tags": ["a"]})
+        );
+        let missing = json!({"type": "object", "properties": {"free": {"type": "string"}}, "required": ["free"]});
+        assert_eq!(defaults(Some(&missing)), Err("free".to_string()));
+    }
+}

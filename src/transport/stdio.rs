@@ -1,0 +1,470 @@
+//! The stdio worker: one thread per local server, all of whose pipes are non-blocking and
+//! driven by one mio `Poll`. A server that stops reading its stdin, floods its stderr or
+//! writes without end cannot block nod: writes wait in a queue, stderr is drained into a
+//! bounded tail, and stdout is framed under the 8 MiB cap.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use mio::unix::SourceFd;
+use mio::unix::pipe;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::child::{ChildGuard, Spawn, describe_status};
+use super::{ConnId, Outbound, TransportError, WorkerHandle};
+use crate::dispatch::Event;
+use crate::jsonrpc::frame::FrameReader;
+use crate::util::{JoinOnDrop, Tail};
+
+/// How long a server gets after stdin is closed, and again after SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(1000);
+
+const STDOUT: Token = Token(0);
+const STDERR: Token = Token(1);
+const STDIN: Token = Token(2);
+const WAKER: Token = Token(3);
+const EXIT: Token = Token(4);
+
+const READ_CHUNK: usize = 256 * 1024;
+const STDERR_LINES: usize = 64;
+const STDERR_SHOWN: usize = 3;
+
+/// Starts `spec` on a new thread named `nod-stdio:<name>`. Returns once the process is
+/// running, or with the reason it could not start.
+pub fn spawn(
+    conn: ConnId,
+    name: &str,
+    spec: Spawn,
+    events: Sender<Event>,
+) -> Result<WorkerHandle, TransportError> {
+    let poll = Poll::new().map_err(|e| TransportError::Io(e.to_string()))?;
+    let waker = Arc::new(
+        Waker::new(poll.registry(), WAKER).map_err(|e| TransportError::Io(e.to_string()))?,
+    );
+    let (outbox, inbox) = crossbeam_channel::unbounded();
+    let (started_tx, started_rx) = crossbeam_channel::bounded(1);
+    let thread_name = format!("nod-stdio:{name}");
+    let name = name.to_string();
+    let thread = std::thread::Builder::new()
+        .name(thread_name)
+        .spawn(move || {
+            // The child is spawned on this thread: PR_SET_PDEATHSIG ties it to this thread's life.
+            let worker = match Worker::start(conn, name, &spec, poll, inbox, events) {
+                Ok(worker) => worker,
+                Err(err) => {
+                    let _ = started_tx.send(Err(err));
+                    return;
+                }
+            };
+            let _ = started_tx.send(Ok(()));
+            worker.run();
+        })
+        .map_err(|e| TransportError::Io(e.to_string()))?;
+    let thread = JoinOnDrop::new(thread);
+    match started_rx.recv() {
+        Ok(Ok(())) => Ok(WorkerHandle {
+            outbox,
+            waker,
+            thread: Some(thread),
+        }),
+        Ok(Err(err)) => Err(err),
+        Err(_) => Err(TransportError::Io(
+            "worker thread ended during start".into(),
+        )),
+    }
+}
+
+enum Phase {
+    Running,
+    /// stdin closed; SIGTERM at the deadline.
+    StdinClosed(Instant),
+    /// SIGTERM sent; SIGKILL at the deadline.
+    Terminated(Instant),
+}
+
+struct Worker {
+    conn: ConnId,
+    name: String,
+    poll: Poll,
+    inbox: Receiver<Outbound>,
+    events: Sender<Event>,
+    child: ChildGuard,
+    stdin: Option<pipe::Sender>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+    writes: VecDeque<Vec<u8>>,
+    written: usize,
+    frames: FrameReader,
+    tail: Tail,
+    phase: Phase,
+    closed_by_client: bool,
+    reported: bool,
+    not_json_lines: u64,
+}
+
+impl Worker {
+    fn start(
+        conn: ConnId,
+        name: String,
+        spec: &Spawn,
+        poll: Poll,
+        inbox: Receiver<Outbound>,
+        events: Sender<Event>,
+    ) -> Result<Worker, TransportError> {
+        let command = spec.argv.first().cloned().unwrap_or_default();
+        let (child, pipes) = ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn {
+            command,
+            reason: e.to_string(),
+        })?;
+        let io = |e: std::io::Error| TransportError::Io(e.to_string());
+        let stdin = pipe::Sender::from(pipes.stdin);
+        let mut stdout = pipe::Receiver::from(pipes.stdout);
+        let mut stderr = pipe::Receiver::from(pipes.stderr);
+        stdin.set_nonblocking(true).map_err(io)?;
+        stdout.set_nonblocking(true).map_err(io)?;
+        stderr.set_nonblocking(true).map_err(io)?;
+        let registry = poll.registry();
+        registry
+            .register(&mut stdout, STDOUT, Interest::READABLE)
+            .map_err(io)?;
+        registry
+            .register(&mut stderr, STDERR, Interest::READABLE)
+            .map_err(io)?;
+        if let Some(fd) = child.exit_fd() {
+            registry
+                .register(&mut SourceFd(&fd), EXIT, Interest::READABLE)
+                .map_err(io)?;
+        }
+        log::debug!("server {name}: started pid {}", child.pid());
+        Ok(Worker {
+            conn,
+            name,
+            poll,
+            inbox,
+            events,
+            child,
+            stdin: Some(stdin),
+            stdout: Some(stdout),
+            stderr: Some(stderr),
+            writes: VecDeque::new(),
+            written: 0,
+            frames: FrameReader::default(),
+            tail: Tail::new(STDERR_LINES),
+            phase: Phase::Running,
+            closed_by_client: false,
+            reported: false,
+            not_json_lines: 0,
+        })
+    }
+
+    fn run(mut self) {
+        let mut events = Events::with_capacity(16);
+        loop {
+            let timeout = match self.phase {
+                Phase::Running if self.child.exit_fd().is_none() => {
+                    Some(Duration::from_millis(100))
+                }
+                Phase::Running => None,
+                Phase::StdinClosed(at) | Phase::Terminated(at) => {
+                    Some(at.saturating_duration_since(Instant::now()))
+                }
+            };
+            if let Err(err) = self.poll.poll(&mut events, timeout) {
+                if err.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                self.report(TransportError::Io(err.to_string()));
+                break;
+            }
+            let mut wake = false;
+            for event in events.iter() {
+                match event.token() {
+                    STDOUT => self.read_stdout(),
+                    STDERR => self.read_stderr(),
+                    STDIN => self.flush(),
+                    WAKER => wake = true,
+                    _ => {}
+                }
+            }
+            if wake {
+                self.drain_inbox();
+            }
+            if let Some(status) = self.child.try_wait() {
+                // Whatever the server wrote before it exited is still in the pipe.
+                self.read_stdout();
+                self.read_stderr();
+                let cause = TransportError::Exited {
+                    status: describe_status(status),
+                    stderr: self.tail.last(STDERR_SHOWN),
+                };
+                self.report(cause);
+                break;
+            }
+            self.escalate();
+        }
+        // The leader is gone; anything left in its group (a grandchild holding the pipes) goes too.
+        if self.child.group_alive() {
+            self.child.signal_group(libc::SIGKILL);
+        }
+        log::debug!("server {}: worker finished", self.name);
+    }
+
+    fn drain_inbox(&mut self) {
+        loop {
+            match self.inbox.try_recv() {
+                Ok(Outbound::Send(frame)) => {
+                    if self.stdin.is_some() {
+                        self.writes.push_back(frame);
+                    }
+                }
+                Ok(Outbound::Close) | Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    // Frames queued before the close (a final notifications/cancelled) go out
+                    // first, as far as the pipe takes them without waiting.
+                    self.flush();
+                    self.closed_by_client = true;
+                    self.begin_close();
+                    break;
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => break,
+            }
+        }
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        let Some(stdin) = self.stdin.as_mut() else {
+            self.writes.clear();
+            return;
+        };
+        while let Some(front) = self.writes.front() {
+            match stdin.write(&front[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    if self.written == front.len() {
+                        self.writes.pop_front();
+                        self.written = 0;
+                    }
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    // EPIPE: the server closed its stdin or died; its exit is reported separately.
+                    log::debug!("server {}: write failed: {err}", self.name);
+                    self.close_stdin();
+                    return;
+                }
+            }
+        }
+        let want_writable = !self.writes.is_empty();
+        if let Some(stdin) = self.stdin.as_mut() {
+            let registry = self.poll.registry();
+            let _ = if want_writable {
+                registry
+                    .register(stdin, STDIN, Interest::WRITABLE)
+                    .or_else(|_| registry.reregister(stdin, STDIN, Interest::WRITABLE))
+            } else {
+                registry.deregister(stdin)
+            };
+        }
+    }
+
+    fn close_stdin(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = self.poll.registry().deregister(&mut stdin);
+        }
+        self.writes.clear();
+        self.written = 0;
+    }
+
+    fn read_stdout(&mut self) {
+        let Some(stdout) = self.stdout.as_mut() else {
+            return;
+        };
+        let mut buf = vec![0u8; READ_CHUNK];
+        let mut eof = false;
+        let mut failure = None;
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    let (conn, name, events, not_json) = (
+                        self.conn,
+                        &self.name,
+                        &self.events,
+                        &mut self.not_json_lines,
+                    );
+                    let pushed = self.frames.push(&buf[..n], |frame| {
+                        deliver(conn, name, events, not_json, frame)
+                    });
+                    if let Err(err) = pushed {
+                        failure = Some(err);
+                        break;
+                    }
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    eof = true;
+                    break;
+                }
+            }
+        }
+        if let Some(error) = failure {
+            self.drop_stdout();
+            self.read_stderr();
+            self.report(TransportError::Protocol {
+                error,
+                stderr: self.tail.last(STDERR_SHOWN),
+            });
+            self.terminate();
+            return;
+        }
+        if eof {
+            let (conn, name, events, not_json) = (
+                self.conn,
+                &self.name,
+                &self.events,
+                &mut self.not_json_lines,
+            );
+            let _ = self
+                .frames
+                .finish(|frame| deliver(conn, name, events, not_json, frame));
+            self.drop_stdout();
+            if self.child.try_wait().is_none() && !self.closed_by_client {
+                // Give the exit a moment to be seen: most servers close stdout by exiting.
+                if !self.wait_exit(Duration::from_millis(50)) {
+                    self.read_stderr();
+                    self.report(TransportError::StdoutClosed {
+                        stderr: self.tail.last(STDERR_SHOWN),
+                    });
+                    self.begin_close();
+                }
+            }
+        }
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut events = Events::with_capacity(4);
+        while Instant::now() < deadline {
+            if self.child.try_wait().is_some() {
+                return true;
+            }
+            let _ = self.poll.poll(
+                &mut events,
+                Some(
+                    Duration::from_millis(5)
+                        .min(deadline.saturating_duration_since(Instant::now())),
+                ),
+            );
+        }
+        self.child.try_wait().is_some()
+    }
+
+    fn drop_stdout(&mut self) {
+        if let Some(mut stdout) = self.stdout.take() {
+            let _ = self.poll.registry().deregister(&mut stdout);
+        }
+    }
+
+    fn read_stderr(&mut self) {
+        let Some(stderr) = self.stderr.as_mut() else {
+            return;
+        };
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            match stderr.read(&mut buf) {
+                Ok(0) => {
+                    if let Some(mut stderr) = self.stderr.take() {
+                        let _ = self.poll.registry().deregister(&mut stderr);
+                    }
+                    return;
+                }
+                Ok(n) => {
+                    if log::log_enabled!(target: "nod::server", log::Level::Debug) {
+                        log::debug!(target: "nod::server", "{} stderr: {}", self.name, String::from_utf8_lossy(&buf[..n]).trim_end());
+                    }
+                    self.tail.push(&buf[..n]);
+                }
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn begin_close(&mut self) {
+        if matches!(self.phase, Phase::Running) {
+            self.close_stdin();
+            self.phase = Phase::StdinClosed(Instant::now() + SHUTDOWN_GRACE);
+        }
+    }
+
+    fn terminate(&mut self) {
+        self.close_stdin();
+        self.child.signal_group(libc::SIGTERM);
+        self.phase = Phase::Terminated(Instant::now() + SHUTDOWN_GRACE);
+    }
+
+    fn escalate(&mut self) {
+        let now = Instant::now();
+        match self.phase {
+            Phase::StdinClosed(at) if now >= at => {
+                log::debug!(
+                    "server {}: still running after stdin closed; sending SIGTERM",
+                    self.name
+                );
+                self.terminate();
+            }
+            Phase::Terminated(at) if now >= at => {
+                log::debug!(
+                    "server {}: still running after SIGTERM; sending SIGKILL",
+                    self.name
+                );
+                self.child.kill_and_reap();
+            }
+            _ => {}
+        }
+    }
+
+    fn report(&mut self, cause: TransportError) {
+        if self.reported {
+            return;
+        }
+        self.reported = true;
+        let cause = if self.closed_by_client {
+            TransportError::ClosedByClient
+        } else {
+            cause
+        };
+        let _ = self.events.send(Event::Closed {
+            conn: self.conn,
+            cause,
+        });
+    }
+}
+
+fn deliver(conn: ConnId, name: &str, events: &Sender<Event>, not_json: &mut u64, frame: &[u8]) {
+    match crate::jsonrpc::decode(frame, true) {
+        Ok(msgs) => {
+            if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
+                log::trace!(target: "nod::wire", "< {name} {}", String::from_utf8_lossy(frame));
+            }
+            let batch = frame.first() == Some(&b'[');
+            let _ = events.send(Event::Inbound { conn, msgs, batch });
+        }
+        Err(err) => {
+            *not_json += 1;
+            if *not_json <= 3 {
+                log::warn!("server {name} wrote {err} on stdout; ignored");
+            } else {
+                log::debug!("server {name} wrote {err} on stdout; ignored");
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! nod's small standard library: a joining thread guard, a bounded text tail for server
+//! stderr, secret redaction, base64 decoding and terminal-safe text.
+
+use std::collections::VecDeque;
+use std::thread::JoinHandle;
+
+/// Joins its thread when dropped, so no worker outlives its owner.
+pub struct JoinOnDrop<T>(Option<JoinHandle<T>>);
+
+impl<T> JoinOnDrop<T> {
+    pub fn new(handle: JoinHandle<T>) -> JoinOnDrop<T> {
+        JoinOnDrop(Some(handle))
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.0.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    pub fn join(mut self) -> Option<T> {
+        self.0.take().and_then(|h| h.join().ok())
+    }
+}
+
+impl<T> Drop for JoinOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The last lines a server wrote to stderr, bounded in lines and in bytes per line.
+pub struct Tail {
+    lines: VecDeque<String>,
+    partial: Vec<u8>,
+    max_lines: usize,
+}
+
+const TAIL_LINE_BYTES: usize = 512;
+
+impl Tail {
+    pub fn new(max_lines: usize) -> Tail {
+        Tail {
+            lines: VecDeque::new(),
+            partial: Vec::new(),
+            max_lines,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.end_line();
+            } else if self.partial.len() < TAIL_LINE_BYTES {
+                self.partial.push(b);
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        let line = String::from_utf8_lossy(&self.partial)
+            .trim_end()
+            .to_string();
+        self.partial.clear();
+        if line.is_empty() {
+            return;
+        }
+        if self.lines.len() == self.max_lines {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(line);
+    }
+
+    /// The last `n` lines, an unfinished one included.
+    pub fn last(&self, n: usize) -> Vec<String> {
+        let mut lines: Vec<String> = self.lines.iter().cloned().collect();
+        if !self.partial.is_empty() {
+            lines.push(
+                String::from_utf8_lossy(&self.partial)
+                    .trim_end()
+                    .to_string(),
+            );
+        }
+        let skip = lines.len().saturating_sub(n);
+        lines.split_off(skip)
+    }
+}
+
+/// Replaces every secret in `text` with `[redacted]`, and every URL with `<url>`.
+/// Secrets shorter than four bytes are left alone: they would redact ordinary words.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for secret in secrets {
+        if secret.len() >= 4 && out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "[redacted]");
+        }
+    }
+    redact_urls(&out)
+}
+
+fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find("://") {
+        let before = &rest[..pos];
+        let scheme_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'))
+            .map_or(0, |i| i + 1);
+        if scheme_start == pos {
+            out.push_str(&rest[..pos + 3]);
+            rest = &rest[pos + 3..];
+            continue;
+        }
+        out.push_str(&before[..scheme_start]);
+        out.push_str("<url>");
+        let after = &rest[pos + 3..];
+        let end = after
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | ')' | ']'))
+            .unwrap_or(after.len());
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Decodes standard or URL-safe base64, padded or not. Whitespace is skipped.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    let mut padding = false;
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => {
+                padding = true;
+                continue;
+            }
+            b' ' | b'\n' | b'\r' | b'\t' => continue,
+            _ => return None,
+        };
+        if padding {
+            return None;
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// Makes server text safe to print on a terminal: control characters other than newline and
+/// tab become U+FFFD, so a server cannot move the cursor or rewrite the screen (LOG-2).
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_unsafe_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if is_unsafe_control(c) { '\u{FFFD}' } else { c })
+            .collect(),
+    )
+}
+
+fn is_unsafe_control(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// One line of server text for a log or an error: control characters and newlines removed.
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_last_lines_bounded() {
+        let mut tail = Tail::new(3);
+        tail.push(b"one\ntwo\nthr");
+        tail.push(b"ee\nfour\nfive");
+        assert_eq!(tail.last(3), vec!["three", "four", "five"]);
+        tail.push(&vec![b'x'; 10_000]);
+        assert_eq!(tail.last(1)[0].len(), TAIL_LINE_BYTES);
+    }
+
+    #[test]
+    fn redact_hides_secrets_and_urls() {
+        let secrets = vec!["s3cr3t-canary".to_string()];
+        let text = "failed: token s3cr3t-canary at https://user:pw@example.com/mcp?x=1 (retry)";
+        assert_eq!(
+            redact(text, &secrets),
+            "failed: token [redacted] at <url> (retry)"
+        );
+        assert_eq!(redact("no scheme ://here", &[]), "no scheme ://here");
+    }
+
+    #[test]
+    fn base64_round_trip() {
+        assert_eq!(
+            base64_decode("AAEC//6JUE4=").unwrap(),
+            vec![0, 1, 2, 0xff, 0xfe, 0x89, 0x50, 0x4e]
+        );
+        assert_eq!(base64_decode("aGk").unwrap(), b"hi");
+        assert!(base64_decode("a*b").is_none());
+    }
+
+    #[test]
+    fn terminal_safe_strips_escapes() {
+        assert_eq!(terminal_safe("a\x1b[2Jb\nc\td"), "a\u{FFFD}[2Jb\nc\td");
+    }
+}
