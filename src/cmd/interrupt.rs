@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM: the first one cancels every request in flight (servers receive
+//! Ctrl-C, SIGTERM and SIGHUP: the first one cancels every request in flight (servers receive
 //! `notifications/cancelled`), shuts the engine down, and makes the command exit 130.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -96,8 +96,26 @@ pub fn check_outgoing(frame: &[u8]) -> Result<(), FrameError> {
     }
 }
 
+/// Finds a byte eight at a time (the classic "has zero byte" trick), since large frames
+/// are scanned for their newline on every read.
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * u64::from(needle);
+    let mut chunks = haystack.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ pattern;
+        if (word.wrapping_sub(LO) & !word & HI) != 0 {
+            return chunk.iter().position(|&b| b == needle).map(|i| offset + i);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == needle)
+        .map(|i| offset + i)
 }
 
 #[cfg(test)]
@@ -149,6 +167,18 @@ mod tests {
         assert!(check_outgoing(&line).is_ok());
         line.insert(0, b'x');
         assert_eq!(check_outgoing(&line), Err(FrameError::TooLarge));
+    }
+
+    #[test]
+    fn memchr_finds_every_position() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut bytes = vec![b'a'; len];
+                bytes[at] = b'\n';
+                assert_eq!(memchr(b'\n', &bytes), Some(at));
+            }
+            assert_eq!(memchr(b'\n', &vec![0x8a; len]), None);
+        }
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! The one place nod starts server processes. A child runs in its own process group (so the
-//! group can be signalled as a whole, grandchildren included), dies with the thread that
-//! started it (`PR_SET_PDEATHSIG`), and is watched through a pidfd so its exit wakes the
-//! worker even when a grandchild still holds its pipes.
+//! group can be signalled as a whole, grandchildren included) and is watched through a pidfd
+//! so its exit wakes the worker even when a grandchild still holds its pipes.
+//!
+//! No `pre_exec` hook is installed: it would force `fork` instead of `posix_spawn`, which
+//! measured 25 ms slower for 20 servers started at once. The price: a nod killed with SIGKILL
+//! cannot stop its servers; they see their stdin close, and well-behaved servers exit on
+//! that. Every other way nod ends (exit, error, Ctrl-C, SIGTERM, SIGHUP) shuts them down.
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -51,14 +55,6 @@ impl ChildGuard {
             .process_group(0);
         if let Some(cwd) = &spec.cwd {
             command.current_dir(cwd);
-        }
-        // SAFETY: prctl is async-signal-safe; it only marks the child to receive SIGKILL when
-        // the thread that spawned it ends, so a crashed nod leaves no server behind.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                Ok(())
-            });
         }
         let mut child = command.spawn()?;
         let pipes = Pipes {

@@ -103,6 +103,10 @@ struct Worker {
     closed_by_client: bool,
     reported: bool,
     not_json_lines: u64,
+    /// Read buffers, kept so a wakeup does not allocate and zero them again.
+    out_buf: Vec<u8>,
+    err_buf: Vec<u8>,
+    stdin_registered: bool,
 }
 
 impl Worker {
@@ -157,6 +161,9 @@ impl Worker {
             closed_by_client: false,
             reported: false,
             not_json_lines: 0,
+            out_buf: vec![0u8; READ_CHUNK],
+            err_buf: vec![0u8; 16 * 1024],
+            stdin_registered: false,
         })
     }
 
@@ -180,19 +187,26 @@ impl Worker {
                 break;
             }
             let mut wake = false;
+            // Without a pidfd, or once nod is ending the process, exits are found by polling.
+            let mut exited =
+                self.child.exit_fd().is_none() || !matches!(self.phase, Phase::Running);
             for event in events.iter() {
                 match event.token() {
                     STDOUT => self.read_stdout(),
                     STDERR => self.read_stderr(),
                     STDIN => self.flush(),
                     WAKER => wake = true,
+                    EXIT => exited = true,
                     _ => {}
                 }
             }
             if wake {
                 self.drain_inbox();
             }
-            if let Some(status) = self.child.try_wait() {
+            if !exited && self.stdout.is_none() && !matches!(self.phase, Phase::Running) {
+                exited = true;
+            }
+            if let Some(status) = exited.then(|| self.child.try_wait()).flatten() {
                 // Whatever the server wrote before it exited is still in the pipe.
                 self.read_stdout();
                 self.read_stderr();
@@ -259,22 +273,26 @@ impl Worker {
             }
         }
         let want_writable = !self.writes.is_empty();
-        if let Some(stdin) = self.stdin.as_mut() {
-            let registry = self.poll.registry();
-            let _ = if want_writable {
-                registry
-                    .register(stdin, STDIN, Interest::WRITABLE)
-                    .or_else(|_| registry.reregister(stdin, STDIN, Interest::WRITABLE))
-            } else {
-                registry.deregister(stdin)
-            };
+        if want_writable != self.stdin_registered {
+            if let Some(stdin) = self.stdin.as_mut() {
+                let registry = self.poll.registry();
+                let _ = if want_writable {
+                    registry.register(stdin, STDIN, Interest::WRITABLE)
+                } else {
+                    registry.deregister(stdin)
+                };
+                self.stdin_registered = want_writable;
+            }
         }
     }
 
     fn close_stdin(&mut self) {
         if let Some(mut stdin) = self.stdin.take() {
-            let _ = self.poll.registry().deregister(&mut stdin);
+            if self.stdin_registered {
+                let _ = self.poll.registry().deregister(&mut stdin);
+            }
         }
+        self.stdin_registered = false;
         self.writes.clear();
         self.written = 0;
     }
@@ -283,11 +301,11 @@ impl Worker {
         let Some(stdout) = self.stdout.as_mut() else {
             return;
         };
-        let mut buf = vec![0u8; READ_CHUNK];
+        let buf = &mut self.out_buf;
         let mut eof = false;
         let mut failure = None;
         loop {
-            match stdout.read(&mut buf) {
+            match stdout.read(buf) {
                 Ok(0) => {
                     eof = true;
                     break;
@@ -377,9 +395,9 @@ impl Worker {
         let Some(stderr) = self.stderr.as_mut() else {
             return;
         };
-        let mut buf = [0u8; 64 * 1024];
+        let buf = &mut self.err_buf;
         loop {
-            match stderr.read(&mut buf) {
+            match stderr.read(buf) {
                 Ok(0) => {
                     if let Some(mut stderr) = self.stderr.take() {
                         let _ = self.poll.registry().deregister(&mut stderr);
