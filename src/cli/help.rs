@@ -40,6 +40,18 @@ pub const MCP_COMMANDS: &[Entry] = &[
         about: "Print the path of the MCP profile ($NOD_HOME/mcp.json, by default ~/.nod/mcp.json).",
     },
     Entry {
+        usage: "nod mcp add [--env NAME=VALUE]... <name> <command> [args...]",
+        about: "Add or replace a local stdio server in the profile. Everything after the command is the server's own arguments, dashes included. The write is atomic, keeps every other entry and field, and leaves the file private (0600).",
+    },
+    Entry {
+        usage: "nod mcp add --transport http|sse <name> <url>",
+        about: "Add or replace a remote server: http for Streamable HTTP, sse for a legacy 2024-11-05 HTTP+SSE server. The URL must be https, or http to localhost.",
+    },
+    Entry {
+        usage: "nod mcp remove <name>",
+        about: "Remove a server from the profile.",
+    },
+    Entry {
         usage: "nod mcp list [--connect]",
         about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. Health output never shows commands, environment values, headers or URLs.",
     },
@@ -123,7 +135,7 @@ pub const EXIT_STATUS: &[Entry] = &[
     },
     Entry {
         usage: "1",
-        about: "A tool reported an error (isError), or a call in --jsonl mode failed.",
+        about: "A tool call failed: the tool reported an error (isError), or the server refused the call with a JSON-RPC error; in --jsonl mode, any line failed.",
     },
     Entry {
         usage: "2",

@@ -25,6 +25,10 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mcp {
     Path,
+    Add(Add),
+    Remove {
+        name: String,
+    },
     List {
         connect: bool,
         json: bool,
@@ -74,6 +78,17 @@ pub enum Mcp {
         context: Vec<(String, String)>,
         json: bool,
     },
+}
+
+/// `nod mcp add`: a stdio command, or a remote URL with `--transport`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Add {
+    pub name: String,
+    /// `None` for stdio; `http` or `sse`.
+    pub transport: Option<String>,
+    /// The command and its arguments, or the URL alone.
+    pub target: Vec<String>,
+    pub env: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -165,6 +180,8 @@ struct Rest {
     elicit: Option<Policy>,
     output: Option<PathBuf>,
     context: Vec<(String, String)>,
+    transport: Option<String>,
+    env: Vec<(String, String)>,
     help: bool,
 }
 
@@ -205,23 +222,79 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
                     .ok_or_else(|| usage(page, "--arg takes NAME=VALUE"))?;
                 rest.context.push((k.to_string(), v.to_string()));
             }
-            Value(value) => rest.values.push(
-                value
-                    .into_string()
-                    .map_err(|_| usage(page, "arguments must be valid UTF-8"))?,
-            ),
+            Long("transport") => {
+                let text = string(parser, page)?;
+                if text != "http" && text != "sse" && text != "stdio" {
+                    return Err(usage(
+                        page,
+                        format!("--transport takes http, sse or stdio, not {text:?}"),
+                    ));
+                }
+                rest.transport = Some(text);
+            }
+            Short('e') | Long("env") => {
+                let text = string(parser, page)?;
+                let (k, v) = text
+                    .split_once('=')
+                    .ok_or_else(|| usage(page, "--env takes NAME=VALUE"))?;
+                rest.env.push((k.to_string(), v.to_string()));
+            }
+            Value(value) => {
+                rest.values.push(
+                    value
+                        .into_string()
+                        .map_err(|_| usage(page, "arguments must be valid UTF-8"))?,
+                );
+                // After `add <name> <command>`, everything is the server's own argument list,
+                // dashes included (`nod mcp add fs npx -y @scope/server /tmp`).
+                if rest.values.len() == 3 && rest.values[0] == "add" {
+                    for raw in parser.raw_args().map_err(lex(page))? {
+                        rest.values.push(
+                            raw.into_string()
+                                .map_err(|_| usage(page, "arguments must be valid UTF-8"))?,
+                        );
+                    }
+                }
+            }
             other => return Err(usage(page, other.unexpected().to_string())),
         }
     }
     if rest.help {
         return Err(usage(page, ""));
     }
-    let mut values = rest.values.clone().into_iter();
     let words: Vec<&str> = rest.values.iter().map(String::as_str).collect();
     let json = rest.json;
     let cmd = match words.as_slice() {
         [] => return Err(usage(page, "usage: nod mcp <command>; see nod mcp --help")),
         ["path"] => Mcp::Path,
+        ["add", name, target @ ..] if !target.is_empty() => {
+            let transport = rest.transport.clone().filter(|t| t != "stdio");
+            if transport.is_some() && target.len() != 1 {
+                return Err(usage(
+                    page,
+                    "usage: nod mcp add --transport http|sse <name> <url>",
+                ));
+            }
+            if transport.is_some() && !rest.env.is_empty() {
+                return Err(usage(page, "--env goes with a stdio server"));
+            }
+            let target: Vec<String> = target.iter().map(|s| s.to_string()).collect();
+            Mcp::Add(Add {
+                name: name.to_string(),
+                transport,
+                target,
+                env: rest.env.clone(),
+            })
+        }
+        ["add", ..] => {
+            return Err(usage(
+                page,
+                "usage: nod mcp add [--env NAME=VALUE]... <name> <command> [args...] or nod mcp add --transport http|sse <name> <url>",
+            ));
+        }
+        ["remove", name] => Mcp::Remove {
+            name: name.to_string(),
+        },
         ["list"] => Mcp::List {
             connect: rest.connect,
             json,
@@ -313,7 +386,9 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
             ));
         }
     };
-    values.next();
+    if (rest.transport.is_some() || !rest.env.is_empty()) && !matches!(cmd, Mcp::Add(_)) {
+        return Err(usage(page, "--transport and --env go with nod mcp add"));
+    }
     if rest.output.is_some() && !matches!(cmd, Mcp::ResourceRead { .. }) {
         return Err(usage(page, "--output goes with nod mcp resource read"));
     }
@@ -360,6 +435,33 @@ mod tests {
         assert!(p("mcp tool call fs read --parallel 0").is_err());
         assert!(p("mcp tool call fs read --elicit maybe").is_err());
         assert!(p("mcp list --jsonl").is_err());
+    }
+
+    #[test]
+    fn add_keeps_the_servers_own_flags() {
+        let Ok(Command::Mcp(Mcp::Add(add))) =
+            p("mcp add --env K=V fs npx -y @scope/server --read-only /tmp")
+        else {
+            panic!()
+        };
+        assert_eq!(add.name, "fs");
+        assert_eq!(
+            add.target,
+            ["npx", "-y", "@scope/server", "--read-only", "/tmp"]
+        );
+        assert_eq!(add.env, [("K".to_string(), "V".to_string())]);
+        let Ok(Command::Mcp(Mcp::Add(add))) =
+            p("mcp add --transport http remote https://e.com/mcp")
+        else {
+            panic!()
+        };
+        assert_eq!(add.transport.as_deref(), Some("http"));
+        assert!(p("mcp add --transport http remote https://e.com/mcp extra").is_err());
+        assert!(p("mcp add name").is_err());
+        assert_eq!(
+            p("mcp remove x").unwrap(),
+            Command::Mcp(Mcp::Remove { name: "x".into() })
+        );
     }
 
     #[test]

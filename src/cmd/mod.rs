@@ -2,6 +2,7 @@
 //! on one engine, does its work, prints, and shuts everything down. With `cli`, the only
 //! module that prints.
 
+mod edit;
 mod interrupt;
 mod list;
 mod prompt;
@@ -72,6 +73,8 @@ fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
             print(&format!("{}\n", config::profile::path()?.display()))?;
             Ok(Exit::Ok)
         }
+        Mcp::Add(add) => edit::add(add),
+        Mcp::Remove { name } => edit::remove(&name),
         Mcp::List { connect, json } => list::run(connect, json),
         Mcp::ToolList { server, json } => tool::list(&server, json),
         Mcp::ToolCall(call) => tool::call(call),

@@ -69,6 +69,17 @@ pub fn call(call: ToolCall) -> anyhow::Result<Exit> {
     let label = format!("{}/{}", call.server, call.tool);
     match wait(session, pending, &input_rx, &label)? {
         Outcome::Result(result) => print_result(&call, &result),
+        // The server refused the call (unknown tool, bad arguments): the call failed, like
+        // isError, and the connection is fine.
+        Outcome::Failed(CallError::Rpc(error)) => {
+            eprintln!(
+                "nod: server {}: tool {}: {}",
+                call.server,
+                call.tool,
+                CallError::Rpc(error)
+            );
+            Ok(Exit::ToolError)
+        }
         Outcome::Failed(err) => {
             Err(anyhow::Error::new(err)
                 .context(format!("server {}: tool {}", call.server, call.tool)))
@@ -220,6 +231,7 @@ fn jsonl(
     let mut lines = stdin.lock().lines();
     let mut slots: VecDeque<Slot> = VecDeque::new();
     let mut failed = false;
+    let mut lost = false;
     let mut eof = false;
     let mut line_no = 0usize;
     let label = format!("{}/{}", call.server, call.tool);
@@ -254,7 +266,10 @@ fn jsonl(
                         .unwrap_or(false);
                     (result, bad)
                 }
-                Outcome::Failed(err) => (error_json(&err), true),
+                Outcome::Failed(err) => {
+                    lost |= matches!(err, CallError::Disconnected(_));
+                    (error_json(&err), true)
+                }
                 Outcome::InputRequired(request) => {
                     for slot in slots.drain(..) {
                         if let Slot::Call(pending) = slot {
@@ -268,7 +283,13 @@ fn jsonl(
         failed |= bad;
         print(&format!("{}\n", serde_json::to_string(&value)?))?;
     }
-    Ok(if failed { Exit::ToolError } else { Exit::Ok })
+    Ok(if lost {
+        Exit::Failure
+    } else if failed {
+        Exit::ToolError
+    } else {
+        Exit::Ok
+    })
 }
 
 fn error_json(err: &CallError) -> Value {

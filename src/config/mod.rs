@@ -4,6 +4,7 @@
 pub mod profile;
 mod server;
 mod url;
+pub mod write;
 
 pub use server::{OAuthConfig, RemoteConfig, ServerConfig, StdioConfig, Transport};
 
