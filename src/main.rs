@@ -1,15 +1,16 @@
 //! The `nod` binary: parse, run, exit. Everything else lives in the library.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let env = env_logger::Env::new().filter_or(
-        "NOD_LOG",
-        std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-    );
-    env_logger::Builder::from_env(env)
-        .format_timestamp(None)
-        .format_target(false)
+    let default = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+    env_logger::Builder::from_env(env_logger::Env::new().filter_or("NOD_LOG", default))
+        .format(|buf, record| {
+            let level = record.level().as_str().to_ascii_lowercase();
+            // Log lines may quote server output: secrets are scrubbed here too.
+            writeln!(buf, "nod: {level}: {}", nod::util::scrub(&record.args().to_string()))
+        })
         .init();
     let command = match nod::cli::parse(std::env::args_os().skip(1)) {
         Ok(command) => command,

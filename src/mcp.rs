@@ -33,12 +33,8 @@ pub enum Version {
 
 impl Version {
     pub const LATEST: Version = Version::V2025_11_25;
-    pub const ALL: [Version; 4] = [
-        Version::V2025_11_25,
-        Version::V2025_06_18,
-        Version::V2025_03_26,
-        Version::V2024_11_05,
-    ];
+    pub const ALL: [Version; 4] =
+        [Version::V2025_11_25, Version::V2025_06_18, Version::V2025_03_26, Version::V2024_11_05];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -40,11 +40,7 @@ const TAIL_LINE_BYTES: usize = 512;
 
 impl Tail {
     pub fn new(max_lines: usize) -> Tail {
-        Tail {
-            lines: VecDeque::new(),
-            partial: Vec::new(),
-            max_lines,
-        }
+        Tail { lines: VecDeque::new(), partial: Vec::new(), max_lines }
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
@@ -58,9 +54,7 @@ impl Tail {
     }
 
     fn end_line(&mut self) {
-        let line = String::from_utf8_lossy(&self.partial)
-            .trim_end()
-            .to_string();
+        let line = String::from_utf8_lossy(&self.partial).trim_end().to_string();
         self.partial.clear();
         if line.is_empty() {
             return;
@@ -75,15 +69,23 @@ impl Tail {
     pub fn last(&self, n: usize) -> Vec<String> {
         let mut lines: Vec<String> = self.lines.iter().cloned().collect();
         if !self.partial.is_empty() {
-            lines.push(
-                String::from_utf8_lossy(&self.partial)
-                    .trim_end()
-                    .to_string(),
-            );
+            lines.push(String::from_utf8_lossy(&self.partial).trim_end().to_string());
         }
         let skip = lines.len().saturating_sub(n);
         lines.split_off(skip)
     }
+}
+
+static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Remembers the configured secrets (environment and header values) for `scrub`.
+pub fn remember_secrets(secrets: Vec<String>) {
+    let _ = SECRETS.set(secrets);
+}
+
+/// `redact` with the remembered secrets: for every error and log line nod prints.
+pub fn scrub(text: &str) -> String {
+    redact(text, SECRETS.get().map_or(&[], Vec::as_slice))
 }
 
 /// Replaces every secret in `text` with `[redacted]`, and every URL with `<url>`.
@@ -163,11 +165,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(is_unsafe_control) {
         return std::borrow::Cow::Borrowed(text);
     }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .map(|c| if is_unsafe_control(c) { '\u{FFFD}' } else { c })
-            .collect(),
-    )
+    std::borrow::Cow::Owned(text.chars().map(|c| if is_unsafe_control(c) { '\u{FFFD}' } else { c }).collect())
 }
 
 fn is_unsafe_control(c: char) -> bool {
@@ -177,9 +175,7 @@ fn is_unsafe_control(c: char) -> bool {
 
 /// One line of server text for a log or an error: control characters and newlines removed.
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 #[cfg(test)]
@@ -200,19 +196,13 @@ mod tests {
     fn redact_hides_secrets_and_urls() {
         let secrets = vec!["s3cr3t-canary".to_string()];
         let text = "failed: token s3cr3t-canary at https://user:pw@example.com/mcp?x=1 (retry)";
-        assert_eq!(
-            redact(text, &secrets),
-            "failed: token [redacted] at <url> (retry)"
-        );
+        assert_eq!(redact(text, &secrets), "failed: token [redacted] at <url> (retry)");
         assert_eq!(redact("no scheme ://here", &[]), "no scheme ://here");
     }
 
     #[test]
     fn base64_round_trip() {
-        assert_eq!(
-            base64_decode("AAEC//6JUE4=").unwrap(),
-            vec![0, 1, 2, 0xff, 0xfe, 0x89, 0x50, 0x4e]
-        );
+        assert_eq!(base64_decode("AAEC//6JUE4=").unwrap(), vec![0, 1, 2, 0xff, 0xfe, 0x89, 0x50, 0x4e]);
         assert_eq!(base64_decode("aGk").unwrap(), b"hi");
         assert!(base64_decode("a*b").is_none());
     }

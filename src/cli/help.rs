@@ -17,21 +17,12 @@ pub const NOD_COMMANDS: &[Entry] = &[
         usage: "nod mcp <command>",
         about: "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1).",
     },
-    Entry {
-        usage: "nod help [mcp]",
-        about: "Show this help, or the help of nod mcp.",
-    },
+    Entry { usage: "nod help [mcp]", about: "Show this help, or the help of nod mcp." },
 ];
 
 pub const NOD_FLAGS: &[Entry] = &[
-    Entry {
-        usage: "-h, --help",
-        about: "Show help and exit.",
-    },
-    Entry {
-        usage: "-V, --version",
-        about: "Show the version and exit.",
-    },
+    Entry { usage: "-h, --help", about: "Show help and exit." },
+    Entry { usage: "-V, --version", about: "Show the version and exit." },
 ];
 
 pub const MCP_COMMANDS: &[Entry] = &[
@@ -47,30 +38,18 @@ pub const MCP_COMMANDS: &[Entry] = &[
         usage: "nod mcp add --transport http|sse <name> <url>",
         about: "Add or replace a remote server: http for Streamable HTTP, sse for a legacy 2024-11-05 HTTP+SSE server. The URL must be https, or http to localhost.",
     },
-    Entry {
-        usage: "nod mcp remove <name>",
-        about: "Remove a server from the profile.",
-    },
+    Entry { usage: "nod mcp remove <name>", about: "Remove a server from the profile." },
     Entry {
         usage: "nod mcp list [--connect]",
         about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. Health output never shows commands, environment values, headers or URLs.",
     },
-    Entry {
-        usage: "nod mcp tool list <server>",
-        about: "List the server's tools (every page).",
-    },
+    Entry { usage: "nod mcp tool list <server>", about: "List the server's tools (every page)." },
     Entry {
         usage: "nod mcp tool call <server> <tool> [arguments-json]",
         about: "Call a tool. The arguments are a JSON object (default {}). Progress from long calls is shown on stderr. With --jsonl, read one arguments object per stdin line and write one result per line, in input order.",
     },
-    Entry {
-        usage: "nod mcp resource list <server>",
-        about: "List the server's resources (every page).",
-    },
-    Entry {
-        usage: "nod mcp resource templates <server>",
-        about: "List the server's resource templates (every page).",
-    },
+    Entry { usage: "nod mcp resource list <server>", about: "List the server's resources (every page)." },
+    Entry { usage: "nod mcp resource templates <server>", about: "List the server's resource templates (every page)." },
     Entry {
         usage: "nod mcp resource read <server> <uri>",
         about: "Read a resource. Text contents are printed; binary contents are written only where --output says, never raw to a terminal.",
@@ -79,10 +58,7 @@ pub const MCP_COMMANDS: &[Entry] = &[
         usage: "nod mcp resource complete <server> <uri-template> <variable> [value]",
         about: "Ask the server to complete a template variable. --arg NAME=VALUE passes variables already chosen.",
     },
-    Entry {
-        usage: "nod mcp prompt list <server>",
-        about: "List the server's prompts (every page).",
-    },
+    Entry { usage: "nod mcp prompt list <server>", about: "List the server's prompts (every page)." },
     Entry {
         usage: "nod mcp prompt get <server> <name> [arguments-json]",
         about: "Get a prompt. The arguments are a JSON object whose values are strings.",
@@ -94,14 +70,8 @@ pub const MCP_COMMANDS: &[Entry] = &[
 ];
 
 pub const MCP_FLAGS: &[Entry] = &[
-    Entry {
-        usage: "--json",
-        about: "Print machine-readable JSON on stdout instead of text.",
-    },
-    Entry {
-        usage: "--connect",
-        about: "With list: connect and show live health.",
-    },
+    Entry { usage: "--json", about: "Print machine-readable JSON on stdout instead of text." },
+    Entry { usage: "--connect", about: "With list: connect and show live health." },
     Entry {
         usage: "--jsonl",
         about: "With tool call: read one arguments object per stdin line; write one JSON result per line.",
@@ -122,40 +92,22 @@ pub const MCP_FLAGS: &[Entry] = &[
         usage: "--arg NAME=VALUE",
         about: "With complete: an argument already chosen, sent as context (repeatable).",
     },
-    Entry {
-        usage: "-h, --help",
-        about: "Show help and exit.",
-    },
+    Entry { usage: "-h, --help", about: "Show help and exit." },
 ];
 
 pub const EXIT_STATUS: &[Entry] = &[
-    Entry {
-        usage: "0",
-        about: "Success.",
-    },
+    Entry { usage: "0", about: "Success." },
     Entry {
         usage: "1",
         about: "A tool call failed: the tool reported an error (isError), or the server refused the call with a JSON-RPC error; in --jsonl mode, any line failed.",
     },
-    Entry {
-        usage: "2",
-        about: "Usage, configuration or connection error.",
-    },
-    Entry {
-        usage: "3",
-        about: "A server asked for input that nod could not collect (--elicit fail).",
-    },
-    Entry {
-        usage: "130",
-        about: "Interrupted (Ctrl-C): requests in flight were cancelled and servers shut down.",
-    },
+    Entry { usage: "2", about: "Usage, configuration or connection error." },
+    Entry { usage: "3", about: "A server asked for input that nod could not collect (--elicit fail)." },
+    Entry { usage: "130", about: "Interrupted (Ctrl-C): requests in flight were cancelled and servers shut down." },
 ];
 
 pub const ENVIRONMENT: &[Entry] = &[
-    Entry {
-        usage: "NOD_HOME",
-        about: "nod's private folder, instead of ~/.nod.",
-    },
+    Entry { usage: "NOD_HOME", about: "nod's private folder, instead of ~/.nod." },
     Entry {
         usage: "NOD_LOG, RUST_LOG",
         about: "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn.",
@@ -226,26 +178,10 @@ pub fn man(page: Page) -> String {
     let version = env!("CARGO_PKG_VERSION");
     let mut out = String::new();
     let (name, title, synopsis, description, commands, flags): (_, _, _, &str, _, _) = match page {
-        Page::Nod => (
-            "nod",
-            "NOD",
-            "nod [FLAGS] <command> ...",
-            NOD_DESCRIPTION,
-            NOD_COMMANDS,
-            NOD_FLAGS,
-        ),
-        Page::Mcp => (
-            "nod-mcp",
-            "NOD-MCP",
-            "nod mcp <command> [FLAGS]",
-            MCP_DESCRIPTION,
-            MCP_COMMANDS,
-            MCP_FLAGS,
-        ),
+        Page::Nod => ("nod", "NOD", "nod [FLAGS] <command> ...", NOD_DESCRIPTION, NOD_COMMANDS, NOD_FLAGS),
+        Page::Mcp => ("nod-mcp", "NOD-MCP", "nod mcp <command> [FLAGS]", MCP_DESCRIPTION, MCP_COMMANDS, MCP_FLAGS),
     };
-    out.push_str(&format!(
-        ".TH {title} 1 \"\" \"nod {version}\" \"User Commands\"\n"
-    ));
+    out.push_str(&format!(".TH {title} 1 \"\" \"nod {version}\" \"User Commands\"\n"));
     out.push_str(&format!(
         ".SH NAME\n{name} \\- {}\n",
         if page == Page::Nod {
@@ -272,22 +208,14 @@ pub fn man(page: Page) -> String {
     man_section(&mut out, "EXIT STATUS", EXIT_STATUS);
     man_section(&mut out, "ENVIRONMENT", ENVIRONMENT);
     out.push_str(".SH SEE ALSO\n");
-    out.push_str(if page == Page::Nod {
-        "nod-mcp(1)\n"
-    } else {
-        "nod(1)\n"
-    });
+    out.push_str(if page == Page::Nod { "nod-mcp(1)\n" } else { "nod(1)\n" });
     out
 }
 
 fn man_section(out: &mut String, title: &str, entries: &[Entry]) {
     out.push_str(&format!(".SH {title}\n"));
     for entry in entries {
-        out.push_str(&format!(
-            ".TP\n.B {}\n{}\n",
-            roff(entry.usage),
-            roff(entry.about)
-        ));
+        out.push_str(&format!(".TP\n.B {}\n{}\n", roff(entry.usage), roff(entry.about)));
     }
 }
 
@@ -295,13 +223,7 @@ fn roff(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('-', "\\-");
     escaped
         .lines()
-        .map(|l| {
-            if l.starts_with('.') || l.starts_with('\'') {
-                format!("\\&{l}")
-            } else {
-                l.to_string()
-            }
-        })
+        .map(|l| if l.starts_with('.') || l.starts_with('\'') { format!("\\&{l}") } else { l.to_string() })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -315,6 +237,10 @@ The interactive shell, nod ask, nod acp and remote servers are not built yet.";
 const MCP_DESCRIPTION: &str = "nod mcp manages and uses the MCP servers of the profile without the shell or a model. Each command that needs a server starts it, runs the MCP handshake within the entry's startup_timeout_ms, does its work with operation_timeout_ms per request, and shuts the server down: stdin is closed, then after 1 s SIGTERM goes to the server's process group, then after another 1 s SIGKILL; the process is always reaped.
 
 Lists follow nextCursor to the end. Server output is untrusted: control characters are not written to a terminal, frames over 8 MiB end the connection with a clear error, and a line that is not JSON-RPC is ignored with a warning. Errors name the server, and show the last lines the server wrote to stderr when it died; configured environment values and header values are redacted from every error.
+
+For an exact docker run command without --cidfile, nod injects a container id file in a private temporary folder and removes the container it owns (docker rm -f) after shutdown or a failed start. With your own --cidfile, cleanup remains yours.
+
+A stdio server that dies after a successful start is restarted when it is next needed, up to its restart_limit, after a backoff that doubles from 250 ms; calls in flight when it died fail at once and are not retried. Past the limit it stays down with its last error.
 
 A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.";
 

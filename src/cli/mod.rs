@@ -118,10 +118,7 @@ impl std::fmt::Display for UsageError {
 type Parsed<T> = Result<T, UsageError>;
 
 fn usage(page: help::Page, message: impl Into<String>) -> UsageError {
-    UsageError {
-        message: message.into(),
-        page,
-    }
+    UsageError { message: message.into(), page }
 }
 
 fn lex(page: help::Page) -> impl Fn(lexopt::Error) -> UsageError {
@@ -138,10 +135,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
             Long("generate") => {
                 let what = string(&mut parser, top)?;
                 if what != "man" {
-                    return Err(usage(
-                        top,
-                        format!("--generate takes \"man\", not {what:?}"),
-                    ));
+                    return Err(usage(top, format!("--generate takes \"man\", not {what:?}")));
                 }
                 let page = match parser.next().map_err(lex(top))? {
                     Some(Value(name)) if name == "nod" => help::Page::Nod,
@@ -151,9 +145,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                 return Ok(Command::GenerateMan(page));
             }
             Value(cmd) => {
-                let cmd = cmd
-                    .into_string()
-                    .map_err(|_| usage(top, "the command is not valid UTF-8"))?;
+                let cmd = cmd.into_string().map_err(|_| usage(top, "the command is not valid UTF-8"))?;
                 return match cmd.as_str() {
                     "mcp" => parse_mcp(&mut parser).map(Command::Mcp),
                     "help" => Ok(Command::Help(match parser.next().map_err(lex(top))? {
@@ -206,53 +198,34 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
             Long("elicit") => {
                 let text = string(parser, page)?;
                 rest.elicit = Some(Policy::parse(&text).ok_or_else(|| {
-                    usage(
-                        page,
-                        format!("--elicit takes fail, decline, cancel or defaults, not {text:?}"),
-                    )
+                    usage(page, format!("--elicit takes fail, decline, cancel or defaults, not {text:?}"))
                 })?);
             }
-            Short('o') | Long("output") => {
-                rest.output = Some(PathBuf::from(parser.value().map_err(lex(page))?))
-            }
+            Short('o') | Long("output") => rest.output = Some(PathBuf::from(parser.value().map_err(lex(page))?)),
             Long("arg") => {
                 let text = string(parser, page)?;
-                let (k, v) = text
-                    .split_once('=')
-                    .ok_or_else(|| usage(page, "--arg takes NAME=VALUE"))?;
+                let (k, v) = text.split_once('=').ok_or_else(|| usage(page, "--arg takes NAME=VALUE"))?;
                 rest.context.push((k.to_string(), v.to_string()));
             }
             Long("transport") => {
                 let text = string(parser, page)?;
                 if text != "http" && text != "sse" && text != "stdio" {
-                    return Err(usage(
-                        page,
-                        format!("--transport takes http, sse or stdio, not {text:?}"),
-                    ));
+                    return Err(usage(page, format!("--transport takes http, sse or stdio, not {text:?}")));
                 }
                 rest.transport = Some(text);
             }
             Short('e') | Long("env") => {
                 let text = string(parser, page)?;
-                let (k, v) = text
-                    .split_once('=')
-                    .ok_or_else(|| usage(page, "--env takes NAME=VALUE"))?;
+                let (k, v) = text.split_once('=').ok_or_else(|| usage(page, "--env takes NAME=VALUE"))?;
                 rest.env.push((k.to_string(), v.to_string()));
             }
             Value(value) => {
-                rest.values.push(
-                    value
-                        .into_string()
-                        .map_err(|_| usage(page, "arguments must be valid UTF-8"))?,
-                );
+                rest.values.push(value.into_string().map_err(|_| usage(page, "arguments must be valid UTF-8"))?);
                 // After `add <name> <command>`, everything is the server's own argument list,
                 // dashes included (`nod mcp add fs npx -y @scope/server /tmp`).
                 if rest.values.len() == 3 && rest.values[0] == "add" {
                     for raw in parser.raw_args().map_err(lex(page))? {
-                        rest.values.push(
-                            raw.into_string()
-                                .map_err(|_| usage(page, "arguments must be valid UTF-8"))?,
-                        );
+                        rest.values.push(raw.into_string().map_err(|_| usage(page, "arguments must be valid UTF-8"))?);
                     }
                 }
             }
@@ -270,21 +243,13 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
         ["add", name, target @ ..] if !target.is_empty() => {
             let transport = rest.transport.clone().filter(|t| t != "stdio");
             if transport.is_some() && target.len() != 1 {
-                return Err(usage(
-                    page,
-                    "usage: nod mcp add --transport http|sse <name> <url>",
-                ));
+                return Err(usage(page, "usage: nod mcp add --transport http|sse <name> <url>"));
             }
             if transport.is_some() && !rest.env.is_empty() {
                 return Err(usage(page, "--env goes with a stdio server"));
             }
             let target: Vec<String> = target.iter().map(|s| s.to_string()).collect();
-            Mcp::Add(Add {
-                name: name.to_string(),
-                transport,
-                target,
-                env: rest.env.clone(),
-            })
+            Mcp::Add(Add { name: name.to_string(), transport, target, env: rest.env.clone() })
         }
         ["add", ..] => {
             return Err(usage(
@@ -292,24 +257,13 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
                 "usage: nod mcp add [--env NAME=VALUE]... <name> <command> [args...] or nod mcp add --transport http|sse <name> <url>",
             ));
         }
-        ["remove", name] => Mcp::Remove {
-            name: name.to_string(),
-        },
-        ["list"] => Mcp::List {
-            connect: rest.connect,
-            json,
-        },
-        ["tool", "list", server] => Mcp::ToolList {
-            server: server.to_string(),
-            json,
-        },
+        ["remove", name] => Mcp::Remove { name: name.to_string() },
+        ["list"] => Mcp::List { connect: rest.connect, json },
+        ["tool", "list", server] => Mcp::ToolList { server: server.to_string(), json },
         ["tool", "call", server, tool, more @ ..] if more.len() <= 1 => {
             let arguments = more.first().map(|s| s.to_string());
             if rest.jsonl && arguments.is_some() {
-                return Err(usage(
-                    page,
-                    "--jsonl reads arguments from stdin; give no arguments-json",
-                ));
+                return Err(usage(page, "--jsonl reads arguments from stdin; give no arguments-json"));
             }
             if rest.parallel.is_some() && !rest.jsonl {
                 return Err(usage(page, "--parallel goes with --jsonl"));
@@ -324,28 +278,12 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
                 json,
             })
         }
-        ["resource", "list", server] => Mcp::ResourceList {
-            server: server.to_string(),
-            json,
-        },
-        ["resource", "templates", server] => Mcp::ResourceTemplates {
-            server: server.to_string(),
-            json,
-        },
-        ["resource", "read", server, uri] => Mcp::ResourceRead {
-            server: server.to_string(),
-            uri: uri.to_string(),
-            output: rest.output.clone(),
-            json,
-        },
-        [
-            "resource",
-            "complete",
-            server,
-            template,
-            variable,
-            more @ ..,
-        ] if more.len() <= 1 => Mcp::ResourceComplete {
+        ["resource", "list", server] => Mcp::ResourceList { server: server.to_string(), json },
+        ["resource", "templates", server] => Mcp::ResourceTemplates { server: server.to_string(), json },
+        ["resource", "read", server, uri] => {
+            Mcp::ResourceRead { server: server.to_string(), uri: uri.to_string(), output: rest.output.clone(), json }
+        }
+        ["resource", "complete", server, template, variable, more @ ..] if more.len() <= 1 => Mcp::ResourceComplete {
             server: server.to_string(),
             template: template.to_string(),
             variable: variable.to_string(),
@@ -353,30 +291,23 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
             context: rest.context.clone(),
             json,
         },
-        ["prompt", "list", server] => Mcp::PromptList {
-            server: server.to_string(),
-            json,
-        },
+        ["prompt", "list", server] => Mcp::PromptList { server: server.to_string(), json },
         ["prompt", "get", server, name, more @ ..] if more.len() <= 1 => Mcp::PromptGet {
             server: server.to_string(),
             name: name.to_string(),
             arguments: more.first().map(|s| s.to_string()),
             json,
         },
-        ["prompt", "complete", server, name, argument, more @ ..] if more.len() <= 1 => {
-            Mcp::PromptComplete {
-                server: server.to_string(),
-                name: name.to_string(),
-                argument: argument.to_string(),
-                value: more.first().map_or(String::new(), |s| s.to_string()),
-                context: rest.context.clone(),
-                json,
-            }
-        }
+        ["prompt", "complete", server, name, argument, more @ ..] if more.len() <= 1 => Mcp::PromptComplete {
+            server: server.to_string(),
+            name: name.to_string(),
+            argument: argument.to_string(),
+            value: more.first().map_or(String::new(), |s| s.to_string()),
+            context: rest.context.clone(),
+            json,
+        },
         [cmd, ..] => {
-            let known = help::MCP_COMMANDS
-                .iter()
-                .find(|c| c.usage.split(' ').nth(2) == Some(cmd));
+            let known = help::MCP_COMMANDS.iter().find(|c| c.usage.split(' ').nth(2) == Some(cmd));
             return Err(usage(
                 page,
                 match known {
@@ -396,20 +327,13 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
         return Err(usage(page, "--connect goes with nod mcp list"));
     }
     if (rest.jsonl || rest.elicit.is_some()) && !matches!(cmd, Mcp::ToolCall(_)) {
-        return Err(usage(
-            page,
-            "--jsonl, --parallel and --elicit go with nod mcp tool call",
-        ));
+        return Err(usage(page, "--jsonl, --parallel and --elicit go with nod mcp tool call"));
     }
     Ok(cmd)
 }
 
 fn string(parser: &mut lexopt::Parser, page: help::Page) -> Parsed<String> {
-    parser
-        .value()
-        .map_err(lex(page))?
-        .into_string()
-        .map_err(|_| usage(page, "option values must be valid UTF-8"))
+    parser.value().map_err(lex(page))?.into_string().map_err(|_| usage(page, "option values must be valid UTF-8"))
 }
 
 #[cfg(test)]
@@ -422,15 +346,11 @@ mod tests {
 
     #[test]
     fn tool_call_flags() {
-        let Ok(Command::Mcp(Mcp::ToolCall(call))) =
-            p("mcp tool call fs read --jsonl --parallel 8 --elicit defaults")
+        let Ok(Command::Mcp(Mcp::ToolCall(call))) = p("mcp tool call fs read --jsonl --parallel 8 --elicit defaults")
         else {
             panic!()
         };
-        assert_eq!(
-            (call.jsonl, call.parallel, call.elicit),
-            (true, 8, Policy::Defaults)
-        );
+        assert_eq!((call.jsonl, call.parallel, call.elicit), (true, 8, Policy::Defaults));
         assert!(p("mcp tool call fs read {} --jsonl").is_err());
         assert!(p("mcp tool call fs read --parallel 0").is_err());
         assert!(p("mcp tool call fs read --elicit maybe").is_err());
@@ -439,29 +359,17 @@ mod tests {
 
     #[test]
     fn add_keeps_the_servers_own_flags() {
-        let Ok(Command::Mcp(Mcp::Add(add))) =
-            p("mcp add --env K=V fs npx -y @scope/server --read-only /tmp")
-        else {
+        let Ok(Command::Mcp(Mcp::Add(add))) = p("mcp add --env K=V fs npx -y @scope/server --read-only /tmp") else {
             panic!()
         };
         assert_eq!(add.name, "fs");
-        assert_eq!(
-            add.target,
-            ["npx", "-y", "@scope/server", "--read-only", "/tmp"]
-        );
+        assert_eq!(add.target, ["npx", "-y", "@scope/server", "--read-only", "/tmp"]);
         assert_eq!(add.env, [("K".to_string(), "V".to_string())]);
-        let Ok(Command::Mcp(Mcp::Add(add))) =
-            p("mcp add --transport http remote https://e.com/mcp")
-        else {
-            panic!()
-        };
+        let Ok(Command::Mcp(Mcp::Add(add))) = p("mcp add --transport http remote https://e.com/mcp") else { panic!() };
         assert_eq!(add.transport.as_deref(), Some("http"));
         assert!(p("mcp add --transport http remote https://e.com/mcp extra").is_err());
         assert!(p("mcp add name").is_err());
-        assert_eq!(
-            p("mcp remove x").unwrap(),
-            Command::Mcp(Mcp::Remove { name: "x".into() })
-        );
+        assert_eq!(p("mcp remove x").unwrap(), Command::Mcp(Mcp::Remove { name: "x".into() }));
     }
 
     #[test]
@@ -469,19 +377,10 @@ mod tests {
         assert_eq!(p("").unwrap(), Command::Shell);
         assert_eq!(p("--version").unwrap(), Command::Version);
         assert_eq!(p("mcp path").unwrap(), Command::Mcp(Mcp::Path));
-        assert_eq!(
-            p("mcp list --connect --json").unwrap(),
-            Command::Mcp(Mcp::List {
-                connect: true,
-                json: true
-            })
-        );
+        assert_eq!(p("mcp list --connect --json").unwrap(), Command::Mcp(Mcp::List { connect: true, json: true }));
         assert!(matches!(
             p("mcp resource read s u -o f").unwrap(),
-            Command::Mcp(Mcp::ResourceRead {
-                output: Some(_),
-                ..
-            })
+            Command::Mcp(Mcp::ResourceRead { output: Some(_), .. })
         ));
         assert!(
             matches!(p("mcp prompt complete s n a").unwrap(), Command::Mcp(Mcp::PromptComplete { value, .. }) if value.is_empty())
@@ -491,12 +390,7 @@ mod tests {
         );
         let err = p("mcp tool call").unwrap_err();
         assert!(err.message.contains("nod mcp tool"), "{}", err.message);
-        assert!(
-            p("mcp frobnicate")
-                .unwrap_err()
-                .message
-                .contains("unknown command")
-        );
+        assert!(p("mcp frobnicate").unwrap_err().message.contains("unknown command"));
         assert!(p("bogus").is_err());
     }
 }

@@ -13,24 +13,15 @@ pub fn add(add: Add) -> anyhow::Result<Exit> {
         None => {
             let mut entry = json!({ "type": "stdio", "command": add.target });
             if !add.env.is_empty() {
-                let env: Map<String, Value> =
-                    add.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                let env: Map<String, Value> = add.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
                 entry["environment"] = Value::Object(env);
             }
             entry
         }
     };
     let change = config::write::add(&path, &add.name, entry)?;
-    let verb = if change == Change::Replaced {
-        "replaced"
-    } else {
-        "added"
-    };
-    print(&format!(
-        "{verb} server {} in {}\n",
-        add.name,
-        path.display()
-    ))?;
+    let verb = if change == Change::Replaced { "replaced" } else { "added" };
+    print(&format!("{verb} server {} in {}\n", add.name, path.display()))?;
     Ok(Exit::Ok)
 }
 

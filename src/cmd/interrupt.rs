@@ -16,26 +16,23 @@ static DONE: OnceLock<(Sender<()>, Receiver<()>)> = OnceLock::new();
 /// Starts the signal thread. Call once, early in `main`.
 pub fn install() {
     let done = DONE.get_or_init(|| crossbeam_channel::bounded(1));
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ]) else {
+    let Ok(mut signals) =
+        signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+    else {
         return;
     };
     let done = done.0.clone();
-    let _ = std::thread::Builder::new()
-        .name("nod-signals".into())
-        .spawn(move || {
-            if signals.forever().next().is_some() {
-                INTERRUPTED.store(true, Ordering::SeqCst);
-                let engine = ENGINE.lock().ok().and_then(|mut e| e.take());
-                if let Some(engine) = engine {
-                    engine.cancel_all("interrupted by the user");
-                    engine.shutdown();
-                }
-                let _ = done.send(());
+    let _ = std::thread::Builder::new().name("nod-signals".into()).spawn(move || {
+        if signals.forever().next().is_some() {
+            INTERRUPTED.store(true, Ordering::SeqCst);
+            let engine = ENGINE.lock().ok().and_then(|mut e| e.take());
+            if let Some(engine) = engine {
+                engine.cancel_all("interrupted by the user");
+                engine.shutdown();
             }
-        });
+            let _ = done.send(());
+        }
+    });
 }
 
 /// Registers the engine that an interrupt should stop.

@@ -16,7 +16,7 @@ use crate::util::{one_line, redact};
 
 pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
     let loaded = crate::config::profile::load(&crate::config::profile::path()?);
-    let _ = super::SECRETS.set(loaded.secrets());
+    crate::util::remember_secrets(loaded.secrets());
     if !connect {
         return configuration(&loaded, json);
     }
@@ -33,19 +33,14 @@ pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
                 scope.spawn(move || probe(engine, server, secrets))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("probe thread"))
-            .collect()
+        handles.into_iter().map(|h| h.join().expect("probe thread")).collect()
     });
     engine.shutdown();
     let failed = healths.iter().any(|h| h.state == "failed");
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
     if json {
         let servers: Vec<Value> = healths.iter().map(Health::to_json).collect();
-        print_json(
-            &json!({ "path": loaded.path, "servers": servers, "issues": issues_json(&loaded.issues) }),
-        )?;
+        print_json(&json!({ "path": loaded.path, "servers": servers, "issues": issues_json(&loaded.issues) }))?;
     } else {
         let mut out = format!("MCP health ({}):\n", count(healths.len()));
         for health in &healths {
@@ -54,11 +49,7 @@ pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
         out.push_str(&issues_text(&loaded.issues));
         print(&out)?;
     }
-    Ok(if failed || has_errors {
-        Exit::Failure
-    } else {
-        Exit::Ok
-    })
+    Ok(if failed || has_errors { Exit::Failure } else { Exit::Ok })
 }
 
 fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
@@ -77,15 +68,9 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
                 })
             })
             .collect();
-        print_json(
-            &json!({ "path": loaded.path, "servers": servers, "issues": issues_json(&loaded.issues) }),
-        )?;
+        print_json(&json!({ "path": loaded.path, "servers": servers, "issues": issues_json(&loaded.issues) }))?;
     } else {
-        let mut out = format!(
-            "MCP configuration ({}) in {}:\n",
-            count(loaded.servers.len()),
-            loaded.path.display()
-        );
+        let mut out = format!("MCP configuration ({}) in {}:\n", count(loaded.servers.len()), loaded.path.display());
         for s in &loaded.servers {
             out.push_str(&format!(
                 "  {}  source=profile transport={} state={} policy={} connection=not_checked\n",
@@ -98,21 +83,11 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
         out.push_str(&issues_text(&loaded.issues));
         print(&out)?;
     }
-    Ok(
-        if loaded.issues.iter().any(|i| i.severity == Severity::Error) {
-            Exit::Failure
-        } else {
-            Exit::Ok
-        },
-    )
+    Ok(if loaded.issues.iter().any(|i| i.severity == Severity::Error) { Exit::Failure } else { Exit::Ok })
 }
 
 fn count(n: usize) -> String {
-    if n == 1 {
-        "1 server".into()
-    } else {
-        format!("{n} servers")
-    }
+    if n == 1 { "1 server".into() } else { format!("{n} servers") }
 }
 
 struct Health {
@@ -162,10 +137,7 @@ fn probe(engine: &Engine, server: &ServerConfig, secrets: &[String]) -> Health {
         health.version = Some(session.version.to_string());
         health.server_name = info("name");
         health.server_version = info("version");
-        for (i, kind) in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, kind) in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts].into_iter().enumerate() {
             if session.has(kind.capability()) {
                 let listing = catalog::list_until(&session, kind, deadline)?;
                 health.counts[i] = Some(listing.items.len());
@@ -207,10 +179,7 @@ impl Health {
     }
 
     fn to_text(&self) -> String {
-        let mut out = format!(
-            "  {}  transport={} state={}",
-            self.name, self.transport, self.state
-        );
+        let mut out = format!("  {}  transport={} state={}", self.name, self.transport, self.state);
         if let Some(version) = &self.version {
             out.push_str(&format!(" protocol={version}"));
         }
@@ -237,10 +206,7 @@ impl Health {
             out.push_str(&format!(" ({} ms)\n", self.millis));
         }
         if let Some(error) = &self.error {
-            out.push_str(&format!(
-                "    error: {}\n",
-                crate::util::terminal_safe(error)
-            ));
+            out.push_str(&format!("    error: {}\n", crate::util::terminal_safe(error)));
         }
         out
     }

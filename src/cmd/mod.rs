@@ -21,6 +21,7 @@ use crate::cli::{Command, Mcp};
 use crate::config::{self, Loaded, ServerConfig, Severity};
 use crate::dispatch::{Engine, InboundHandler, NoInbound};
 use crate::session::Session;
+use crate::session::supervisor::Supervised;
 
 /// How a command ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,13 +37,11 @@ pub enum Exit {
 pub fn run(command: Command) -> Exit {
     let result = match command {
         Command::Help(page) => print(&crate::cli::help::render(page)).map(|()| Exit::Ok),
-        Command::Version => {
-            print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok)
-        }
+        Command::Version => print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok),
         Command::GenerateMan(page) => print(&crate::cli::help::man(page)).map(|()| Exit::Ok),
-        Command::Shell => Err(anyhow!(
-            "the interactive shell is not built yet; see nod --help for what nod can do now"
-        )),
+        Command::Shell => {
+            Err(anyhow!("the interactive shell is not built yet; see nod --help for what nod can do now"))
+        }
         Command::Mcp(mcp) => run_mcp(mcp),
     };
     let exit = match result {
@@ -52,10 +51,7 @@ pub fn run(command: Command) -> Exit {
             if interrupt::interrupted() {
                 Exit::Interrupted
             } else {
-                eprintln!(
-                    "nod: {}",
-                    crate::util::redact(&format!("{err:#}"), &secrets())
-                );
+                eprintln!("nod: {}", crate::util::scrub(&format!("{err:#}")));
                 Exit::Failure
             }
         }
@@ -80,49 +76,23 @@ fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
         Mcp::ToolCall(call) => tool::call(call),
         Mcp::ResourceList { server, json } => resource::list(&server, json, false),
         Mcp::ResourceTemplates { server, json } => resource::list(&server, json, true),
-        Mcp::ResourceRead {
-            server,
-            uri,
-            output,
-            json,
-        } => resource::read(&server, &uri, output.as_deref(), json),
-        Mcp::ResourceComplete {
-            server,
-            template,
-            variable,
-            value,
-            context,
-            json,
-        } => resource::complete(&server, &template, &variable, &value, &context, json),
+        Mcp::ResourceRead { server, uri, output, json } => resource::read(&server, &uri, output.as_deref(), json),
+        Mcp::ResourceComplete { server, template, variable, value, context, json } => {
+            resource::complete(&server, &template, &variable, &value, &context, json)
+        }
         Mcp::PromptList { server, json } => prompt::list(&server, json),
-        Mcp::PromptGet {
-            server,
-            name,
-            arguments,
-            json,
-        } => prompt::get(&server, &name, arguments.as_deref(), json),
-        Mcp::PromptComplete {
-            server,
-            name,
-            argument,
-            value,
-            context,
-            json,
-        } => prompt::complete(&server, &name, &argument, &value, &context, json),
+        Mcp::PromptGet { server, name, arguments, json } => prompt::get(&server, &name, arguments.as_deref(), json),
+        Mcp::PromptComplete { server, name, argument, value, context, json } => {
+            prompt::complete(&server, &name, &argument, &value, &context, json)
+        }
     }
-}
-
-static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-
-fn secrets() -> Vec<String> {
-    SECRETS.get().cloned().unwrap_or_default()
 }
 
 /// Loads the profile, prints its file-level issues and those of `only` (or all with `None`),
 /// and remembers its secrets for redaction.
 fn load_profile(only: Option<&str>) -> anyhow::Result<Loaded> {
     let loaded = config::profile::load(&config::profile::path()?);
-    let _ = SECRETS.set(loaded.secrets());
+    crate::util::remember_secrets(loaded.secrets());
     for issue in &loaded.issues {
         if only.is_none() || issue.server.is_none() || issue.server.as_deref() == only {
             eprintln!("nod: {issue}");
@@ -135,22 +105,12 @@ fn load_profile(only: Option<&str>) -> anyhow::Result<Loaded> {
 fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<&'a ServerConfig> {
     if let Some(server) = loaded.server(name) {
         if !server.enabled {
-            bail!(
-                "server {name} is disabled (\"enabled\": false in {})",
-                loaded.path.display()
-            );
+            bail!("server {name} is disabled (\"enabled\": false in {})", loaded.path.display());
         }
         return Ok(server);
     }
-    if loaded
-        .issues
-        .iter()
-        .any(|i| i.severity == Severity::Error && i.server.as_deref() == Some(name))
-    {
-        bail!(
-            "server {name} has a configuration error (above); fix it in {}",
-            loaded.path.display()
-        );
+    if loaded.issues.iter().any(|i| i.severity == Severity::Error && i.server.as_deref() == Some(name)) {
+        bail!("server {name} has a configuration error (above); fix it in {}", loaded.path.display());
     }
     let known: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
     if known.is_empty() {
@@ -159,17 +119,14 @@ fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<&'a ServerC
             loaded.path.display()
         );
     }
-    bail!(
-        "no server named {name} in {} (configured: {})",
-        loaded.path.display(),
-        known.join(", ")
-    )
+    bail!("no server named {name} in {} (configured: {})", loaded.path.display(), known.join(", "))
 }
 
 /// One engine with one connected server, for commands about a single server.
 struct One {
     engine: Engine,
-    session: Option<Session>,
+    first: Option<Arc<Session>>,
+    server: Option<Supervised>,
 }
 
 impl One {
@@ -178,13 +135,11 @@ impl One {
         let config = find_server(&loaded, name)?;
         let engine = Engine::start();
         interrupt::watch(&engine);
-        let session =
-            Session::connect(&engine, config, handler).map_err(|e| anyhow!("server {name}: {e:#}"));
-        match session {
-            Ok(session) => Ok(One {
-                engine,
-                session: Some(session),
-            }),
+        let started = Supervised::start(&engine, config, handler)
+            .and_then(|server| Ok((server.session()?, server)))
+            .map_err(|e| anyhow!("server {name}: {e:#}"));
+        match started {
+            Ok((first, server)) => Ok(One { engine, first: Some(first), server: Some(server) }),
             Err(err) => {
                 engine.shutdown();
                 Err(err)
@@ -196,8 +151,14 @@ impl One {
         One::connect(name, Arc::new(NoInbound))
     }
 
+    /// The session the command started with.
     fn session(&self) -> &Session {
-        self.session.as_ref().expect("connected")
+        self.first.as_ref().expect("connected")
+    }
+
+    /// The live session, restarted per restart_limit if the server died.
+    fn live(&self) -> anyhow::Result<Arc<Session>> {
+        self.server.as_ref().expect("connected").session()
     }
 }
 
@@ -205,7 +166,8 @@ impl Drop for One {
     fn drop(&mut self) {
         // Closing through the engine ends every connection in parallel.
         self.engine.shutdown();
-        self.session.take();
+        self.first.take();
+        self.server.take();
     }
 }
 
@@ -224,10 +186,8 @@ fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    err.chain()
+        .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
 }
 
 fn stdout_is_terminal() -> bool {

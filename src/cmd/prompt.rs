@@ -25,10 +25,7 @@ pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
     let mut out = String::new();
     for prompt in &listing.items {
         let name = prompt.get("name").and_then(Value::as_str).unwrap_or("");
-        let about = prompt
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let about = prompt.get("description").and_then(Value::as_str).unwrap_or("");
         let args: Vec<String> = prompt
             .get("arguments")
             .and_then(Value::as_array)
@@ -36,20 +33,14 @@ pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
             .flatten()
             .filter_map(|a| {
                 let name = a.get("name").and_then(Value::as_str)?;
-                Some(
-                    if a.get("required").and_then(Value::as_bool) == Some(true) {
-                        name.to_string()
-                    } else {
-                        format!("[{name}]")
-                    },
-                )
+                Some(if a.get("required").and_then(Value::as_bool) == Some(true) {
+                    name.to_string()
+                } else {
+                    format!("[{name}]")
+                })
             })
             .collect();
-        let label = if args.is_empty() {
-            name.to_string()
-        } else {
-            format!("{name} {}", args.join(" "))
-        };
+        let label = if args.is_empty() { name.to_string() } else { format!("{name} {}", args.join(" ")) };
         out.push_str(&row(&label, about, terminal));
     }
     print(&out)?;
@@ -62,15 +53,11 @@ pub fn get(server: &str, name: &str, arguments: Option<&str>, json: bool) -> any
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => {
                 if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
-                    bail!(
-                        "prompt arguments are strings; {key:?} is not (quote it, like {{\"{key}\": \"3\"}})"
-                    );
+                    bail!("prompt arguments are strings; {key:?} is not (quote it, like {{\"{key}\": \"3\"}})");
                 }
                 Some(Value::Object(map))
             }
-            Ok(_) => bail!(
-                "prompt arguments must be a JSON object of strings, like {{\"city\": \"Paris\"}}"
-            ),
+            Ok(_) => bail!("prompt arguments must be a JSON object of strings, like {{\"city\": \"Paris\"}}"),
             Err(err) => bail!("prompt arguments are not valid JSON: {err}"),
         },
     };
@@ -79,28 +66,16 @@ pub fn get(server: &str, name: &str, arguments: Option<&str>, json: bool) -> any
     if let Some(arguments) = arguments {
         params["arguments"] = arguments;
     }
-    let result = context(
-        one.session().request(method::PROMPTS_GET, Some(params)),
-        server,
-        &format!("prompt {name}"),
-    )?;
+    let result = context(one.session().request(method::PROMPTS_GET, Some(params)), server, &format!("prompt {name}"))?;
     if json {
         print_json(&result)?;
         return Ok(Exit::Ok);
     }
     let terminal = stdout_is_terminal();
     let mut out = String::new();
-    for message in result
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for message in result.get("messages").and_then(Value::as_array).into_iter().flatten() {
         let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
-        out.push_str(&format!(
-            "[{}]\n",
-            render::safe(&crate::util::one_line(role), terminal)
-        ));
+        out.push_str(&format!("[{}]\n", render::safe(&crate::util::one_line(role), terminal)));
         let content = message.get("content").cloned().unwrap_or(Value::Null);
         let blocks = match content {
             Value::Array(items) => items,

@@ -20,22 +20,16 @@ pub fn blocks(content: &[Value], terminal: bool) -> String {
 }
 
 pub fn safe(text: &str, terminal: bool) -> String {
-    if terminal {
-        terminal_safe(text).into_owned()
-    } else {
-        text.to_string()
-    }
+    if terminal { terminal_safe(text).into_owned() } else { text.to_string() }
 }
 
 fn block_text(block: &Value) -> String {
     let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
     match text("type") {
         "text" => text("text").to_string(),
-        kind @ ("image" | "audio") => format!(
-            "[{kind}: {}, {}]",
-            or(text("mimeType"), "unknown type"),
-            size(text("data"))
-        ),
+        kind @ ("image" | "audio") => {
+            format!("[{kind}: {}, {}]", or(text("mimeType"), "unknown type"), size(text("data")))
+        }
         "resource_link" => {
             let name = text("name");
             if name.is_empty() {
@@ -50,10 +44,7 @@ fn block_text(block: &Value) -> String {
                 Some(body) => body.to_string(),
                 None => {
                     let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
-                    let mime = resource
-                        .get("mimeType")
-                        .and_then(Value::as_str)
-                        .unwrap_or("unknown type");
+                    let mime = resource.get("mimeType").and_then(Value::as_str).unwrap_or("unknown type");
                     let blob = resource.get("blob").and_then(Value::as_str).unwrap_or("");
                     format!("[embedded resource {uri}: {mime}, {}]", size(blob))
                 }
@@ -71,29 +62,18 @@ fn or<'a>(text: &'a str, fallback: &'a str) -> &'a str {
 pub fn size(base64: &str) -> String {
     let trimmed = base64.trim_end_matches('=');
     let bytes = trimmed.len() * 3 / 4;
-    if bytes < 1024 {
-        format!("{bytes} bytes")
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
+    if bytes < 1024 { format!("{bytes} bytes") } else { format!("{:.1} KiB", bytes as f64 / 1024.0) }
 }
 
 /// The first line of a description, for listings.
 pub fn first_line(text: &str) -> &str {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
+    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
 }
 
 /// A listing row: the name, then the description's first line.
 pub fn row(name: &str, about: &str, terminal: bool) -> String {
     let about = first_line(about);
-    let line = if about.is_empty() {
-        name.to_string()
-    } else {
-        format!("{name}  {about}")
-    };
+    let line = if about.is_empty() { name.to_string() } else { format!("{name}  {about}") };
     let mut line = safe(&crate::util::one_line(&line), terminal);
     line.push('\n');
     line

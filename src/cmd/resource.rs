@@ -18,19 +18,11 @@ pub fn list(server: &str, json: bool, templates: bool) -> anyhow::Result<Exit> {
     if !session.has("resources") {
         eprintln!("nod: server {server} does not offer resources");
     }
-    let kind = if templates {
-        Kind::Templates
-    } else {
-        Kind::Resources
-    };
+    let kind = if templates { Kind::Templates } else { Kind::Resources };
     let listing = catalog::list(session, kind)?;
     super::tool::warn_rejected(server, &listing.rejected);
     if json {
-        let key = if templates {
-            "resourceTemplates"
-        } else {
-            "resources"
-        };
+        let key = if templates { "resourceTemplates" } else { "resources" };
         print_json(&json!({ key: listing.items }))?;
         return Ok(Exit::Ok);
     }
@@ -38,16 +30,8 @@ pub fn list(server: &str, json: bool, templates: bool) -> anyhow::Result<Exit> {
     let mut out = String::new();
     for item in &listing.items {
         let text = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or("");
-        let id = if templates {
-            text("uriTemplate")
-        } else {
-            text("uri")
-        };
-        let name = if text("title").is_empty() {
-            text("name")
-        } else {
-            text("title")
-        };
+        let id = if templates { text("uriTemplate") } else { text("uri") };
+        let name = if text("title").is_empty() { text("name") } else { text("title") };
         let mime = text("mimeType");
         let mut about = name.to_string();
         if !mime.is_empty() {
@@ -61,19 +45,12 @@ pub fn list(server: &str, json: bool, templates: bool) -> anyhow::Result<Exit> {
 
 pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool) -> anyhow::Result<Exit> {
     let one = One::plain(server)?;
-    let result = context(
-        one.session()
-            .request(method::RESOURCES_READ, Some(json!({ "uri": uri }))),
-        server,
-        "resources/read",
-    )?;
+    let result =
+        context(one.session().request(method::RESOURCES_READ, Some(json!({ "uri": uri }))), server, "resources/read")?;
     let Some(contents) = result.get("contents").and_then(Value::as_array) else {
         bail!("server {server}: resources/read answered without contents");
     };
-    let blobs: Vec<&Value> = contents
-        .iter()
-        .filter(|c| c.get("blob").is_some())
-        .collect();
+    let blobs: Vec<&Value> = contents.iter().filter(|c| c.get("blob").is_some()).collect();
     if let Some(output) = output {
         write_blobs(server, output, &blobs)?;
     }
@@ -91,10 +68,7 @@ pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool) -> anyho
             }
         } else if output.is_none() {
             let uri = content.get("uri").and_then(Value::as_str).unwrap_or(uri);
-            let mime = content
-                .get("mimeType")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown type");
+            let mime = content.get("mimeType").and_then(Value::as_str).unwrap_or("unknown type");
             let size = render::size(content.get("blob").and_then(Value::as_str).unwrap_or(""));
             eprintln!(
                 "nod: {}: binary content ({mime}, {size}) not shown; use --output FILE to save it",
@@ -112,17 +86,12 @@ pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool) -> anyho
 /// refused when stdout is a terminal.
 fn write_blobs(server: &str, output: &Path, blobs: &[&Value]) -> anyhow::Result<()> {
     if blobs.is_empty() {
-        eprintln!(
-            "nod: the resource has no binary contents; nothing written to {}",
-            output.display()
-        );
+        eprintln!("nod: the resource has no binary contents; nothing written to {}", output.display());
         return Ok(());
     }
     let to_stdout = output == Path::new("-");
     if to_stdout && std::io::stdout().is_terminal() {
-        bail!(
-            "refusing to write binary contents to a terminal; redirect stdout or give a file name"
-        );
+        bail!("refusing to write binary contents to a terminal; redirect stdout or give a file name");
     }
     for (i, blob) in blobs.iter().enumerate() {
         let data = blob.get("blob").and_then(Value::as_str).unwrap_or("");
@@ -135,13 +104,8 @@ fn write_blobs(server: &str, output: &Path, blobs: &[&Value]) -> anyhow::Result<
             stdout.flush()?;
             continue;
         }
-        let path = if i == 0 {
-            output.to_path_buf()
-        } else {
-            PathBuf::from(format!("{}.{}", output.display(), i + 1))
-        };
-        std::fs::write(&path, &bytes)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let path = if i == 0 { output.to_path_buf() } else { PathBuf::from(format!("{}.{}", output.display(), i + 1)) };
+        std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("nod: wrote {} bytes to {}", bytes.len(), path.display());
     }
     Ok(())
@@ -175,25 +139,16 @@ pub(super) fn run_complete(
     }
     let mut params = json!({ "ref": reference, "argument": { "name": argument, "value": value } });
     if !known.is_empty() {
-        let arguments: Map<String, Value> =
-            known.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        let arguments: Map<String, Value> = known.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         params["context"] = json!({ "arguments": arguments });
     }
-    let result = context(
-        session.request(method::COMPLETE, Some(params)),
-        server,
-        "completion/complete",
-    )?;
+    let result = context(session.request(method::COMPLETE, Some(params)), server, "completion/complete")?;
     if json {
         print_json(&result)?;
         return Ok(Exit::Ok);
     }
     let completion = result.get("completion").cloned().unwrap_or(Value::Null);
-    let values = completion
-        .get("values")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let values = completion.get("values").and_then(Value::as_array).cloned().unwrap_or_default();
     let terminal = stdout_is_terminal();
     let mut out = String::new();
     for value in values.iter().filter_map(Value::as_str).take(100) {
@@ -202,11 +157,7 @@ pub(super) fn run_complete(
     }
     print(&out)?;
     if completion.get("hasMore").and_then(Value::as_bool) == Some(true) {
-        let total = completion
-            .get("total")
-            .and_then(Value::as_u64)
-            .map(|t| format!(" of {t}"))
-            .unwrap_or_default();
+        let total = completion.get("total").and_then(Value::as_u64).map(|t| format!(" of {t}")).unwrap_or_default();
         eprintln!("nod: showing {}{total}; the server has more", values.len());
     }
     Ok(Exit::Ok)

@@ -29,10 +29,7 @@ pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
         let mut out = String::new();
         for tool in &listing.items {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
-            let about = tool
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let about = tool.get("description").and_then(Value::as_str).unwrap_or("");
             out.push_str(&row(name, about, terminal));
         }
         print(&out)?;
@@ -42,10 +39,7 @@ pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
 
 pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
     for why in rejected {
-        eprintln!(
-            "nod: server {server}: ignored {}",
-            crate::util::one_line(why)
-        );
+        eprintln!("nod: server {server}: ignored {}", crate::util::one_line(why));
     }
 }
 
@@ -55,14 +49,11 @@ pub fn call(call: ToolCall) -> anyhow::Result<Exit> {
         _ => None,
     };
     let (input_tx, input_rx) = crossbeam_channel::unbounded();
-    let handler = Arc::new(PolicyHandler {
-        policy: call.elicit,
-        input_required: Some(input_tx),
-    });
+    let handler = Arc::new(PolicyHandler { policy: call.elicit, input_required: Some(input_tx) });
     let one = One::connect(&call.server, handler)?;
     let session = one.session();
     if call.jsonl {
-        return jsonl(session, &call, &input_rx);
+        return jsonl(&one, &call, &input_rx);
     }
     let arguments = arguments.unwrap_or_else(|| json!({}));
     let pending = session.call_tool(&call.tool, &arguments);
@@ -72,17 +63,11 @@ pub fn call(call: ToolCall) -> anyhow::Result<Exit> {
         // The server refused the call (unknown tool, bad arguments): the call failed, like
         // isError, and the connection is fine.
         Outcome::Failed(CallError::Rpc(error)) => {
-            eprintln!(
-                "nod: server {}: tool {}: {}",
-                call.server,
-                call.tool,
-                CallError::Rpc(error)
-            );
+            eprintln!("nod: server {}: tool {}: {}", call.server, call.tool, CallError::Rpc(error));
             Ok(Exit::ToolError)
         }
         Outcome::Failed(err) => {
-            Err(anyhow::Error::new(err)
-                .context(format!("server {}: tool {}", call.server, call.tool)))
+            Err(anyhow::Error::new(err).context(format!("server {}: tool {}", call.server, call.tool)))
         }
         Outcome::InputRequired(input) => report_input_required(&input, call.json),
     }
@@ -140,10 +125,7 @@ impl<'a> ProgressLine<'a> {
 
     fn show(&mut self, p: &Progress) {
         let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|at| now.duration_since(at) < Duration::from_millis(100))
-        {
+        if self.last.is_some_and(|at| now.duration_since(at) < Duration::from_millis(100)) {
             return;
         }
         self.last = Some(now);
@@ -151,36 +133,21 @@ impl<'a> ProgressLine<'a> {
             Some(total) => format!("{}/{}", number(p.progress), number(total)),
             None => number(p.progress),
         };
-        let message = p
-            .message
-            .as_deref()
-            .map(|m| format!(" {}", crate::util::terminal_safe(m)))
-            .unwrap_or_default();
+        let message = p.message.as_deref().map(|m| format!(" {}", crate::util::terminal_safe(m))).unwrap_or_default();
         eprintln!("nod: {}: progress {amount}{message}", self.label);
     }
 }
 
 fn number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n:.2}")
-    }
+    if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.2}") }
 }
 
 fn print_result(call: &ToolCall, result: &Value) -> anyhow::Result<Exit> {
-    let is_error = result
-        .get("isError")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
     if call.json {
         print_json(result)?;
     } else {
-        let content = result
-            .get("content")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let content = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         let mut text = render::blocks(content, stdout_is_terminal());
         if content.is_empty() {
             if let Some(structured) = result.get("structuredContent") {
@@ -218,15 +185,11 @@ fn report_input_required(input: &InputRequired, json: bool) -> anyhow::Result<Ex
 
 /// One line of `--jsonl` input: a call in flight, or an answer already known.
 enum Slot {
-    Call(PendingCall),
+    Call(PendingCall, Arc<Session>),
     Ready(Value, bool),
 }
 
-fn jsonl(
-    session: &Session,
-    call: &ToolCall,
-    input: &Receiver<InputRequired>,
-) -> anyhow::Result<Exit> {
+fn jsonl(one: &One, call: &ToolCall, input: &Receiver<InputRequired>) -> anyhow::Result<Exit> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut slots: VecDeque<Slot> = VecDeque::new();
@@ -246,11 +209,17 @@ fn jsonl(
                         continue;
                     }
                     slots.push_back(match parse_arguments(&line) {
-                        Ok(arguments) => Slot::Call(session.call_tool(&call.tool, &arguments)),
-                        Err(err) => Slot::Ready(
-                            json!({ "error": { "message": format!("line {line_no}: {err}") } }),
-                            true,
-                        ),
+                        Ok(arguments) => match one.live() {
+                            Ok(session) => Slot::Call(session.call_tool(&call.tool, &arguments), session),
+                            Err(err) => {
+                                lost = true;
+                                let message = crate::util::scrub(&format!("{err:#}"));
+                                Slot::Ready(json!({ "error": { "message": message } }), true)
+                            }
+                        },
+                        Err(err) => {
+                            Slot::Ready(json!({ "error": { "message": format!("line {line_no}: {err}") } }), true)
+                        }
                     });
                 }
             }
@@ -258,12 +227,9 @@ fn jsonl(
         let Some(slot) = slots.pop_front() else { break };
         let (value, bad) = match slot {
             Slot::Ready(value, bad) => (value, bad),
-            Slot::Call(pending) => match wait(session, pending, input, &label)? {
+            Slot::Call(pending, session) => match wait(&session, pending, input, &label)? {
                 Outcome::Result(result) => {
-                    let bad = result
-                        .get("isError")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
+                    let bad = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
                     (result, bad)
                 }
                 Outcome::Failed(err) => {
@@ -272,7 +238,7 @@ fn jsonl(
                 }
                 Outcome::InputRequired(request) => {
                     for slot in slots.drain(..) {
-                        if let Slot::Call(pending) = slot {
+                        if let Slot::Call(pending, session) = slot {
                             session.cancel(&pending, "the run stopped: a server asked for input");
                         }
                     }
@@ -302,7 +268,7 @@ fn error_json(err: &CallError) -> Value {
             out
         }
         other => {
-            json!({ "error": { "message": crate::util::redact(&other.to_string(), &super::secrets()) } })
+            json!({ "error": { "message": crate::util::scrub(&other.to_string()) } })
         }
     }
 }

@@ -14,18 +14,12 @@ pub fn path() -> anyhow::Result<PathBuf> {
 
 /// Reads the profile. A missing file is an empty profile; every problem is an issue.
 pub fn load(path: &Path) -> Loaded {
-    let mut loaded = Loaded {
-        path: path.to_path_buf(),
-        ..Loaded::default()
-    };
+    let mut loaded = Loaded { path: path.to_path_buf(), ..Loaded::default() };
     let text = match std::fs::read(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return loaded,
         Err(err) => {
-            loaded.issues.push(file_issue(
-                format!("cannot read the profile: {err}"),
-                "check the file's permissions",
-            ));
+            loaded.issues.push(file_issue(format!("cannot read the profile: {err}"), "check the file's permissions"));
             return loaded;
         }
     };
@@ -39,21 +33,14 @@ pub fn parse(text: &[u8], loaded: &mut Loaded) {
         Ok(root) => root,
         Err(err) => {
             loaded.issues.push(file_issue(
-                format!(
-                    "the profile is not valid JSON (line {}, column {})",
-                    err.line(),
-                    err.column()
-                ),
+                format!("the profile is not valid JSON (line {}, column {})", err.line(), err.column()),
                 "fix the JSON syntax; no server was loaded from it",
             ));
             return;
         }
     };
     let Value::Object(root) = root else {
-        loaded.issues.push(file_issue(
-            "the profile is not a JSON object".into(),
-            "write it as {\"mcp\": {...}}",
-        ));
+        loaded.issues.push(file_issue("the profile is not a JSON object".into(), "write it as {\"mcp\": {...}}"));
         return;
     };
     for key in root.keys() {
@@ -72,9 +59,7 @@ pub fn parse(text: &[u8], loaded: &mut Loaded) {
                 loaded.issues.push(ConfigIssue {
                     server: None,
                     severity: Severity::Warning,
-                    message:
-                        "both \"mcp\" and \"mcpServers\" are present; \"mcpServers\" is ignored"
-                            .into(),
+                    message: "both \"mcp\" and \"mcpServers\" are present; \"mcpServers\" is ignored".into(),
                     fix: "move its entries into \"mcp\"".into(),
                 });
             }
@@ -84,10 +69,9 @@ pub fn parse(text: &[u8], loaded: &mut Loaded) {
         (None, None) => return,
     };
     let Value::Object(servers) = servers else {
-        loaded.issues.push(file_issue(
-            "the server map is not a JSON object".into(),
-            "write it as \"mcp\": {\"name\": {...}}",
-        ));
+        loaded
+            .issues
+            .push(file_issue("the server map is not a JSON object".into(), "write it as \"mcp\": {\"name\": {...}}"));
         return;
     };
     for (name, entry) in servers {
@@ -100,24 +84,12 @@ pub fn parse(text: &[u8], loaded: &mut Loaded) {
 
 /// Whether a key is a near miss for the server map (`MCP-Servers`, `mcp_servers`, `servers`).
 pub fn looks_like_servers_key(key: &str) -> bool {
-    let folded: String = key
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect::<String>()
-        .to_ascii_lowercase();
-    matches!(
-        folded.as_str(),
-        "mcp" | "mcpservers" | "servers" | "mcpserver" | "server"
-    )
+    let folded: String = key.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+    matches!(folded.as_str(), "mcp" | "mcpservers" | "servers" | "mcpserver" | "server")
 }
 
 fn file_issue(message: String, fix: &str) -> ConfigIssue {
-    ConfigIssue {
-        server: None,
-        severity: Severity::Error,
-        message,
-        fix: fix.to_string(),
-    }
+    ConfigIssue { server: None, severity: Severity::Error, message, fix: fix.to_string() }
 }
 
 #[cfg(test)]
@@ -143,25 +115,15 @@ mod tests {
         );
         assert!(loaded.issues.is_empty(), "{:?}", loaded.issues);
         let a = loaded.server("a").unwrap();
-        let Transport::Stdio(stdio) = &a.transport else {
-            panic!()
-        };
+        let Transport::Stdio(stdio) = &a.transport else { panic!() };
         assert_eq!(stdio.argv, ["node", "s.js"]);
-        assert_eq!(
-            stdio.env,
-            [
-                ("J".to_string(), "2".to_string()),
-                ("K".to_string(), "1".to_string())
-            ]
-        );
+        assert_eq!(stdio.env, [("J".to_string(), "2".to_string()), ("K".to_string(), "1".to_string())]);
         assert!(a.enabled && !a.required);
         assert_eq!(
             (a.startup_timeout, a.operation_timeout, a.restart_limit),
             (Duration::from_secs(30), Duration::from_secs(60), 1)
         );
-        let Transport::Stdio(b) = &loaded.server("b").unwrap().transport else {
-            panic!()
-        };
+        let Transport::Stdio(b) = &loaded.server("b").unwrap().transport else { panic!() };
         assert_eq!(b.argv, ["node", "s.js", "--x"]);
         assert_eq!(b.cwd.as_deref(), Some(Path::new("/tmp")));
         assert_eq!(loaded.server("c").unwrap().transport.kind(), "http");
@@ -169,8 +131,7 @@ mod tests {
 
     #[test]
     fn mcp_wins_over_alias() {
-        let loaded =
-            load_text(r#"{"mcp": {"a": {"command": "x"}}, "mcpServers": {"b": {"command": "y"}}}"#);
+        let loaded = load_text(r#"{"mcp": {"a": {"command": "x"}}, "mcpServers": {"b": {"command": "y"}}}"#);
         assert_eq!(loaded.servers.len(), 1);
         assert_eq!(loaded.servers[0].name, "a");
         assert_eq!(loaded.issues.len(), 1);
@@ -194,35 +155,11 @@ mod tests {
         );
         let names: Vec<_> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["good", "weird"]);
-        let errors: Vec<_> = loaded
-            .issues
-            .iter()
-            .filter(|i| i.severity == Severity::Error)
-            .filter_map(|i| i.server.clone())
-            .collect();
-        assert_eq!(
-            errors,
-            [
-                "bad name",
-                "no-command",
-                "bad-timeout",
-                "bad-env",
-                "auth",
-                "plain"
-            ]
-        );
-        assert!(
-            loaded
-                .issues
-                .iter()
-                .any(|i| i.severity == Severity::Warning && i.message.contains("colour"))
-        );
-        assert!(
-            loaded
-                .issues
-                .iter()
-                .all(|i| !i.to_string().contains("Bearer x"))
-        );
+        let errors: Vec<_> =
+            loaded.issues.iter().filter(|i| i.severity == Severity::Error).filter_map(|i| i.server.clone()).collect();
+        assert_eq!(errors, ["bad name", "no-command", "bad-timeout", "bad-env", "auth", "plain"]);
+        assert!(loaded.issues.iter().any(|i| i.severity == Severity::Warning && i.message.contains("colour")));
+        assert!(loaded.issues.iter().all(|i| !i.to_string().contains("Bearer x")));
     }
 
     #[test]

@@ -64,23 +64,12 @@ pub struct OAuthConfig {
     pub scopes: Option<Vec<String>>,
 }
 
-const COMMON: &[&str] = &[
-    "type",
-    "enabled",
-    "required",
-    "startup_timeout_ms",
-    "operation_timeout_ms",
-    "restart_limit",
-];
+const COMMON: &[&str] = &["type", "enabled", "required", "startup_timeout_ms", "operation_timeout_ms", "restart_limit"];
 const STDIO: &[&str] = &["command", "args", "environment", "env", "cwd"];
 const REMOTE: &[&str] = &["url", "headers", "header_env", "bearer_token_env", "oauth"];
 
 /// Parses one entry. Warnings (unknown fields) are pushed to `issues`; an error is returned.
-pub(super) fn parse(
-    name: &str,
-    value: &Value,
-    issues: &mut Vec<ConfigIssue>,
-) -> Result<ServerConfig, ConfigIssue> {
+pub(super) fn parse(name: &str, value: &Value, issues: &mut Vec<ConfigIssue>) -> Result<ServerConfig, ConfigIssue> {
     let error = |message: String, fix: &str| ConfigIssue {
         server: Some(name.to_string()),
         severity: Severity::Error,
@@ -124,22 +113,17 @@ pub(super) fn parse(
             }
         },
         Some(_) => {
-            return Err(error(
-                "type is not a string".into(),
-                "use \"stdio\", \"http\" or \"sse\"",
-            ));
+            return Err(error("type is not a string".into(), "use \"stdio\", \"http\" or \"sse\""));
         }
     };
-    let common = Common::parse(obj).map_err(|m| error(m, "timeouts are positive integers in milliseconds; enabled and required are true or false"))?;
+    let common = Common::parse(obj).map_err(|m| {
+        error(m, "timeouts are positive integers in milliseconds; enabled and required are true or false")
+    })?;
     let transport = if kind == "stdio" {
         Transport::Stdio(parse_stdio(obj).map_err(|(m, fix)| error(m, fix))?)
     } else {
         let remote = parse_remote(obj).map_err(|(m, fix)| error(m, fix))?;
-        if kind == "http" {
-            Transport::Http(remote)
-        } else {
-            Transport::Sse(remote)
-        }
+        if kind == "http" { Transport::Http(remote) } else { Transport::Sse(remote) }
     };
     let known: &[&str] = if kind == "stdio" { STDIO } else { REMOTE };
     for key in obj.keys() {
@@ -187,10 +171,9 @@ impl Common {
         };
         let restart_limit = match obj.get("restart_limit") {
             None => 1,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or("restart_limit must be a non-negative integer")?,
+            Some(v) => {
+                v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or("restart_limit must be a non-negative integer")?
+            }
         };
         Ok(Common {
             enabled: flag("enabled", true)?,
@@ -207,15 +190,10 @@ type FieldError = (String, &'static str);
 fn parse_stdio(obj: &Map<String, Value>) -> Result<StdioConfig, FieldError> {
     const FIX: &str = "use \"command\": [\"program\", \"arg\", ...], or \"command\": \"program\" with \"args\": [...]";
     let mut argv = match obj.get("command") {
-        Some(Value::Array(items)) => {
-            strings(items).ok_or(("every item of command must be a string".into(), FIX))?
-        }
+        Some(Value::Array(items)) => strings(items).ok_or(("every item of command must be a string".into(), FIX))?,
         Some(Value::String(program)) => vec![program.clone()],
         Some(_) => {
-            return Err((
-                "command must be an array of strings or a string".into(),
-                FIX,
-            ));
+            return Err(("command must be an array of strings or a string".into(), FIX));
         }
         None => return Err(("a local server needs a command".into(), FIX)),
     };
@@ -225,10 +203,7 @@ fn parse_stdio(obj: &Map<String, Value>) -> Result<StdioConfig, FieldError> {
             argv.extend(strings(items).ok_or(("every item of args must be a string".into(), FIX))?);
         }
         Some(Value::Array(_)) => {
-            return Err((
-                "args goes with a string command, not an array command".into(),
-                FIX,
-            ));
+            return Err(("args goes with a string command, not an array command".into(), FIX));
         }
         Some(_) => return Err(("args must be an array of strings".into(), FIX)),
     }
@@ -245,10 +220,7 @@ fn parse_stdio(obj: &Map<String, Value>) -> Result<StdioConfig, FieldError> {
         None => None,
         Some(Value::String(dir)) if !dir.is_empty() => Some(PathBuf::from(dir)),
         Some(_) => {
-            return Err((
-                "cwd must be a non-empty string".into(),
-                "give the server's working directory as a path",
-            ));
+            return Err(("cwd must be a non-empty string".into(), "give the server's working directory as a path"));
         }
     };
     Ok(StdioConfig { argv, env, cwd })
@@ -258,23 +230,14 @@ fn parse_remote(obj: &Map<String, Value>) -> Result<RemoteConfig, FieldError> {
     let url = match obj.get("url") {
         Some(Value::String(url)) => url.clone(),
         _ => {
-            return Err((
-                "a remote server needs a url string".into(),
-                "add \"url\": \"https://...\"",
-            ));
+            return Err(("a remote server needs a url string".into(), "add \"url\": \"https://...\""));
         }
     };
     url::check(&url).map_err(|why| {
-        (
-            format!("the url {why}"),
-            "use an https URL, or http://127.0.0.1:PORT/... for a local server",
-        )
+        (format!("the url {why}"), "use an https URL, or http://127.0.0.1:PORT/... for a local server")
     })?;
     let headers = string_map(obj.get("headers"), "headers")?;
-    if headers
-        .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-    {
+    if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
         return Err((
             "a literal Authorization header is not allowed in the profile".into(),
             "use bearer_token_env, header_env or oauth so the credential stays out of the file",
@@ -295,41 +258,25 @@ fn parse_remote(obj: &Map<String, Value>) -> Result<RemoteConfig, FieldError> {
         None => None,
         Some(Value::Object(o)) => Some(parse_oauth(o)?),
         Some(_) => {
-            return Err((
-                "oauth must be an object".into(),
-                "every oauth field is optional: {} is valid",
-            ));
+            return Err(("oauth must be an object".into(), "every oauth field is optional: {} is valid"));
         }
     };
-    Ok(RemoteConfig {
-        url,
-        headers,
-        header_env,
-        bearer_token_env,
-        oauth,
-    })
+    Ok(RemoteConfig { url, headers, header_env, bearer_token_env, oauth })
 }
 
 fn parse_oauth(obj: &Map<String, Value>) -> Result<OAuthConfig, FieldError> {
     let text = |key: &str| match obj.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err((
-            format!("oauth.{key} must be a string"),
-            "see nod-mcp(1), AUTHENTICATION",
-        )),
+        Some(_) => Err((format!("oauth.{key} must be a string"), "see nod-mcp(1), AUTHENTICATION")),
     };
     let scopes = match obj.get("scopes") {
         None => None,
-        Some(Value::Array(items)) => Some(strings(items).ok_or((
-            "oauth.scopes must be an array of strings".into(),
-            "for example [\"read\"]",
-        ))?),
+        Some(Value::Array(items)) => {
+            Some(strings(items).ok_or(("oauth.scopes must be an array of strings".into(), "for example [\"read\"]"))?)
+        }
         Some(_) => {
-            return Err((
-                "oauth.scopes must be an array of strings".into(),
-                "for example [\"read\"]",
-            ));
+            return Err(("oauth.scopes must be an array of strings".into(), "for example [\"read\"]"));
         }
     };
     Ok(OAuthConfig {
@@ -343,10 +290,7 @@ fn parse_oauth(obj: &Map<String, Value>) -> Result<OAuthConfig, FieldError> {
 }
 
 fn strings(items: &[Value]) -> Option<Vec<String>> {
-    items
-        .iter()
-        .map(|v| v.as_str().map(str::to_string))
-        .collect()
+    items.iter().map(|v| v.as_str().map(str::to_string)).collect()
 }
 
 fn string_map(value: Option<&Value>, key: &str) -> Result<Vec<(String, String)>, FieldError> {
@@ -362,9 +306,6 @@ fn string_map(value: Option<&Value>, key: &str) -> Result<Vec<(String, String)>,
                 )),
             })
             .collect(),
-        Some(_) => Err((
-            format!("{key} must be an object of strings"),
-            "for example {\"NAME\": \"value\"}",
-        )),
+        Some(_) => Err((format!("{key} must be an object of strings"), "for example {\"NAME\": \"value\"}")),
     }
 }

@@ -7,9 +7,7 @@ pub fn check(url: &str) -> Result<(), String> {
     };
     let scheme = scheme.to_ascii_lowercase();
     if scheme != "https" && scheme != "http" {
-        return Err(format!(
-            "uses the scheme {scheme:?}; only https (or http to localhost) is allowed"
-        ));
+        return Err(format!("uses the scheme {scheme:?}; only https (or http to localhost) is allowed"));
     }
     if url.contains('#') {
         return Err("has a fragment (#...), which MCP server URLs must not have".into());
@@ -19,9 +17,7 @@ pub fn check(url: &str) -> Result<(), String> {
     }
     let authority = rest.split(['/', '?']).next().unwrap_or("");
     if authority.contains('@') {
-        return Err(
-            "contains credentials (user@host); use headers, header_env or oauth instead".into(),
-        );
+        return Err("contains credentials (user@host); use headers, header_env or oauth instead".into());
     }
     let host = host_of(authority).ok_or("has no host")?;
     if scheme == "http" && !matches!(host, "localhost" | "127.0.0.1" | "[::1]") {

@@ -34,11 +34,7 @@ pub fn add(path: &Path, name: &str, entry: Value) -> anyhow::Result<Change> {
         bail!("{issue}");
     }
     update(path, |servers| {
-        Ok(if servers.insert(name.to_string(), entry).is_some() {
-            Change::Replaced
-        } else {
-            Change::Added
-        })
+        Ok(if servers.insert(name.to_string(), entry).is_some() { Change::Replaced } else { Change::Added })
     })
 }
 
@@ -53,9 +49,7 @@ pub fn remove(path: &Path, name: &str) -> anyhow::Result<Change> {
 
 fn check_name(name: &str) -> anyhow::Result<()> {
     if !valid_name(name) {
-        bail!(
-            "invalid server name {name:?}: use only letters, digits, _ and - (nothing was written)"
-        );
+        bail!("invalid server name {name:?}: use only letters, digits, _ and - (nothing was written)");
     }
     Ok(())
 }
@@ -68,10 +62,7 @@ fn update(
     let mut root = match fs::read(path) {
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(root)) => root,
-            Ok(_) => bail!(
-                "cannot update {}: it is not a JSON object; fix it by hand first",
-                path.display()
-            ),
+            Ok(_) => bail!("cannot update {}: it is not a JSON object; fix it by hand first", path.display()),
             Err(err) => bail!(
                 "cannot update {}: it is not valid JSON (line {}, column {}); fix it by hand first",
                 path.display(),
@@ -82,10 +73,7 @@ fn update(
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Map::new(),
         Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
     };
-    if let Some(key) = root
-        .keys()
-        .find(|k| *k != "mcp" && *k != "mcpServers" && looks_like_servers_key(k))
-    {
+    if let Some(key) = root.keys().find(|k| *k != "mcp" && *k != "mcpServers" && looks_like_servers_key(k)) {
         bail!(
             "refusing to change {}: it has a key {key:?} that nod does not read; rename it to \"mcp\" first",
             path.display()
@@ -93,16 +81,11 @@ fn update(
     }
     // A lone `mcpServers` alias moves to the canonical key.
     if !root.contains_key("mcp") {
-        let alias = root
-            .shift_remove("mcpServers")
-            .unwrap_or_else(|| Value::Object(Map::new()));
+        let alias = root.shift_remove("mcpServers").unwrap_or_else(|| Value::Object(Map::new()));
         root.insert("mcp".into(), alias);
     }
     let Some(Value::Object(servers)) = root.get_mut("mcp") else {
-        bail!(
-            "cannot update {}: \"mcp\" is not a JSON object; fix it by hand first",
-            path.display()
-        );
+        bail!("cannot update {}: \"mcp\" is not a JSON object; fix it by hand first", path.display());
     };
     let result = change(servers)?;
     let mut text = serde_json::to_string_pretty(&Value::Object(root))?;
@@ -113,10 +96,7 @@ fn update(
 
 /// Writes `bytes` to `path` atomically, as a 0600 file in a 0700 folder.
 pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.exists() {
         fs::DirBuilder::new()
             .recursive(true)
@@ -127,11 +107,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -156,28 +132,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("home/mcp.json");
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(
-            &path,
-            r#"{"model": "x", "mcpServers": {"old": {"command": ["a"], "custom": 1}}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            add(&path, "new", json!({"type": "stdio", "command": ["b"]})).unwrap(),
-            Change::Added
-        );
-        assert_eq!(
-            add(&path, "new", json!({"type": "stdio", "command": ["c"]})).unwrap(),
-            Change::Replaced
-        );
+        fs::write(&path, r#"{"model": "x", "mcpServers": {"old": {"command": ["a"], "custom": 1}}}"#).unwrap();
+        assert_eq!(add(&path, "new", json!({"type": "stdio", "command": ["b"]})).unwrap(), Change::Added);
+        assert_eq!(add(&path, "new", json!({"type": "stdio", "command": ["c"]})).unwrap(), Change::Replaced);
         let root: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         assert_eq!(
             root,
             json!({"model": "x", "mcp": {"old": {"command": ["a"], "custom": 1}, "new": {"type": "stdio", "command": ["c"]}}})
         );
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(remove(&path, "old").unwrap(), Change::Removed);
         assert!(remove(&path, "old").is_err());
     }
@@ -188,22 +151,12 @@ mod tests {
         let path = dir.path().join("mcp.json");
         for text in [r#"{"MCP-Servers": {}}"#, "{not json", "[]", r#"{"mcp": 3}"#] {
             fs::write(&path, text).unwrap();
-            assert!(
-                add(&path, "a", json!({"command": ["x"]})).is_err(),
-                "{text}"
-            );
+            assert!(add(&path, "a", json!({"command": ["x"]})).is_err(), "{text}");
             assert_eq!(fs::read_to_string(&path).unwrap(), text);
         }
         assert!(add(&path, "bad name", json!({"command": ["x"]})).is_err());
         fs::remove_file(&path).unwrap();
-        assert!(
-            add(
-                &path,
-                "remote",
-                json!({"type": "http", "url": "http://example.com/"})
-            )
-            .is_err()
-        );
+        assert!(add(&path, "remote", json!({"type": "http", "url": "http://example.com/"})).is_err());
         assert!(!path.exists());
     }
 }

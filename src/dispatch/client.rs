@@ -102,34 +102,19 @@ impl Engine {
         progress: Option<ProgressPolicy>,
     ) -> PendingCall {
         let (reply, updates) = crossbeam_channel::unbounded();
-        let req = CallRequest {
-            id,
-            conn,
-            method,
-            params,
-            timeout,
-            progress,
-            reply: reply.clone(),
-        };
+        let req = CallRequest { id, conn, method, params, timeout, progress, reply: reply.clone() };
         if self.inner.events.send(Event::Call(req)).is_err() {
-            let _ = reply.send(CallUpdate::Done(Err(CallError::Cancelled(
-                "nod is shutting down".into(),
-            ))));
+            let _ = reply.send(CallUpdate::Done(Err(CallError::Cancelled("nod is shutting down".into()))));
         }
         PendingCall { id, updates }
     }
 
     pub fn cancel(&self, call: CallId, reason: &str) {
-        self.send(Event::Cancel {
-            call,
-            reason: reason.to_string(),
-        });
+        self.send(Event::Cancel { call, reason: reason.to_string() });
     }
 
     pub fn cancel_all(&self, reason: &str) {
-        self.send(Event::CancelAll {
-            reason: reason.to_string(),
-        });
+        self.send(Event::CancelAll { reason: reason.to_string() });
     }
 
     /// Closes one connection and waits (bounded by the worker's own shutdown sequence) for

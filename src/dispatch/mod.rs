@@ -128,11 +128,7 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::Rpc(error) => write!(
-                f,
-                "server error: {}",
-                crate::util::one_line(&error.to_string())
-            ),
+            CallError::Rpc(error) => write!(f, "server error: {}", crate::util::one_line(&error.to_string())),
             CallError::Timeout(after) => write!(f, "no answer within {} ms", after.as_millis()),
             CallError::Cancelled(reason) => write!(f, "cancelled ({reason})"),
             CallError::Disconnected(cause) => write!(f, "{cause}"),
@@ -165,11 +161,7 @@ pub struct Responder {
 impl Responder {
     pub fn respond(mut self, result: Result<Value, ResponseError>) {
         if let Some(id) = self.id.take() {
-            let _ = self.events.send(Event::Respond {
-                conn: self.conn,
-                id,
-                result,
-            });
+            let _ = self.events.send(Event::Respond { conn: self.conn, id, result });
         }
     }
 }
@@ -177,15 +169,8 @@ impl Responder {
 impl Drop for Responder {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            let error = ResponseError::new(
-                jsonrpc::INTERNAL_ERROR,
-                "the request was dropped without an answer",
-            );
-            let _ = self.events.send(Event::Respond {
-                conn: self.conn,
-                id,
-                result: Err(error),
-            });
+            let error = ResponseError::new(jsonrpc::INTERNAL_ERROR, "the request was dropped without an answer");
+            let _ = self.events.send(Event::Respond { conn: self.conn, id, result: Err(error) });
         }
     }
 }
@@ -198,10 +183,7 @@ pub trait InboundHandler: Send + Sync {
         json!({})
     }
     fn request(&self, req: ServerRequest, responder: Responder) {
-        let error = ResponseError::new(
-            jsonrpc::METHOD_NOT_FOUND,
-            format!("nod does not support {}", req.method),
-        );
+        let error = ResponseError::new(jsonrpc::METHOD_NOT_FOUND, format!("nod does not support {}", req.method));
         responder.respond(Err(error));
     }
     fn notification(&self, _server: &str, _method: &str, _params: &Value) {}
@@ -217,6 +199,8 @@ pub struct ConnShared {
     pub tools_epoch: AtomicU64,
     pub resources_epoch: AtomicU64,
     pub prompts_epoch: AtomicU64,
+    /// Set once when the connection ends: why.
+    pub closed: std::sync::OnceLock<Arc<TransportError>>,
 }
 
 struct Conn {
@@ -255,11 +239,7 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     pub(crate) fn new(events: Sender<Event>) -> Dispatcher {
-        Dispatcher {
-            events,
-            conns: HashMap::new(),
-            pending: Pending::default(),
-        }
+        Dispatcher { events, conns: HashMap::new(), pending: Pending::default() }
     }
 
     pub(crate) fn run(mut self, inbox: Receiver<Event>) {
@@ -284,12 +264,7 @@ impl Dispatcher {
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Register {
-                conn,
-                name,
-                handler,
-                shared,
-            } => {
+            Event::Register { conn, name, handler, shared } => {
                 let state = Conn {
                     name,
                     handler,
@@ -325,17 +300,13 @@ impl Dispatcher {
             Event::Cancel { call, reason } => {
                 if let Some(entry) = self.pending.remove(call) {
                     self.send_cancel(entry.conn, entry.wire_id, entry.method, &reason);
-                    let _ = entry
-                        .reply
-                        .send(CallUpdate::Done(Err(CallError::Cancelled(reason))));
+                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason))));
                 }
             }
             Event::CancelAll { reason } => {
                 for entry in self.pending.drain_all() {
                     self.send_cancel(entry.conn, entry.wire_id, entry.method, &reason);
-                    let _ = entry
-                        .reply
-                        .send(CallUpdate::Done(Err(CallError::Cancelled(reason.clone()))));
+                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason.clone()))));
                 }
             }
             Event::Respond { conn, id, result } => {
@@ -356,24 +327,18 @@ impl Dispatcher {
     fn call(&mut self, req: CallRequest) {
         let Some(state) = self.conns.get_mut(&req.conn) else {
             let cause = Arc::new(TransportError::Io("unknown connection".into()));
-            let _ = req
-                .reply
-                .send(CallUpdate::Done(Err(CallError::Disconnected(cause))));
+            let _ = req.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause))));
             return;
         };
         if let Some(cause) = &state.closed {
-            let _ = req.reply.send(CallUpdate::Done(Err(CallError::Disconnected(
-                cause.clone(),
-            ))));
+            let _ = req.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause.clone()))));
             return;
         }
         state.next_id += 1;
         let wire_id = state.next_id;
         let frame = jsonrpc::encode_request(wire_id, req.method, req.params.as_deref());
         if jsonrpc::frame::check_outgoing(&frame).is_err() {
-            let _ = req
-                .reply
-                .send(CallUpdate::Done(Err(CallError::TooLarge(frame.len() - 1))));
+            let _ = req.reply.send(CallUpdate::Done(Err(CallError::TooLarge(frame.len() - 1))));
             return;
         }
         state.send(frame);
@@ -387,10 +352,7 @@ impl Dispatcher {
         }
         if let Some(state) = self.conns.get_mut(&conn) {
             let params = json!({ "requestId": wire_id, "reason": reason });
-            state.send(jsonrpc::encode_notification(
-                method::CANCELLED,
-                Some(&params),
-            ));
+            state.send(jsonrpc::encode_notification(method::CANCELLED, Some(&params)));
         }
     }
 
@@ -399,9 +361,7 @@ impl Dispatcher {
             log::debug!("request {} ({}) timed out", entry.wire_id, entry.method);
             self.send_cancel(entry.conn, entry.wire_id, entry.method, "timeout");
             let waited = now.saturating_duration_since(entry.started);
-            let _ = entry
-                .reply
-                .send(CallUpdate::Done(Err(CallError::Timeout(waited))));
+            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Timeout(waited))));
         }
     }
 
@@ -419,12 +379,8 @@ impl Dispatcher {
         for msg in msgs {
             match msg {
                 Message::Response { id, result } => self.response(conn, id, result),
-                Message::Request { id, method, params } => {
-                    self.server_request(conn, id, method, params)
-                }
-                Message::Notification { method, params } => {
-                    self.notification(conn, &method, params)
-                }
+                Message::Request { id, method, params } => self.server_request(conn, id, method, params),
+                Message::Notification { method, params } => self.notification(conn, &method, params),
             }
         }
     }
@@ -432,16 +388,11 @@ impl Dispatcher {
     fn response(&mut self, conn: ConnId, id: Option<Value>, result: Result<Value, ResponseError>) {
         let name = self.conns.get(&conn).map_or("?", |c| c.name.as_str());
         let entry = match id {
-            Some(id) => match id
-                .as_u64()
-                .and_then(|wire| self.pending.remove_wire(conn, wire))
-            {
+            Some(id) => match id.as_u64().and_then(|wire| self.pending.remove_wire(conn, wire)) {
                 Some(entry) => entry,
                 None => {
                     // A late answer to a cancelled or timed-out call, or an id nod never sent.
-                    log::debug!(
-                        "server {name} answered request id {id}, which is not pending; dropped"
-                    );
+                    log::debug!("server {name} answered request id {id}, which is not pending; dropped");
                     return;
                 }
             },
@@ -472,17 +423,8 @@ impl Dispatcher {
             state.send(jsonrpc::encode_response(&id, &Ok(json!({}))));
             return;
         }
-        let responder = Responder {
-            events: self.events.clone(),
-            conn,
-            id: Some(id),
-        };
-        let req = ServerRequest {
-            server: state.name.clone(),
-            version: state.version,
-            method: method_name,
-            params,
-        };
+        let responder = Responder { events: self.events.clone(), conn, id: Some(id) };
+        let req = ServerRequest { server: state.name.clone(), version: state.version, method: method_name, params };
         state.handler.request(req, responder);
     }
 
@@ -501,10 +443,7 @@ impl Dispatcher {
                 let update = Progress {
                     progress,
                     total: params.get("total").and_then(Value::as_f64),
-                    message: params
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .map(crate::util::one_line),
+                    message: params.get("message").and_then(Value::as_str).map(crate::util::one_line),
                 };
                 // Unknown or finished tokens are ignored (PROG-3).
                 self.pending.progress(conn, token, Instant::now(), update);
@@ -515,9 +454,7 @@ impl Dispatcher {
             method::PROMPTS_CHANGED => bump(&state.shared.prompts_epoch),
             _ => {
                 log::debug!("server {}: notification {method_name}", state.name);
-                state
-                    .handler
-                    .notification(&state.name, method_name, &params);
+                state.handler.notification(&state.name, method_name, &params);
             }
         }
     }
@@ -531,23 +468,16 @@ impl Dispatcher {
         }
         let cause = Arc::new(cause);
         state.closed = Some(cause.clone());
+        let _ = state.shared.closed.set(cause.clone());
         for entry in self.pending.drain_conn(conn) {
-            let _ = entry
-                .reply
-                .send(CallUpdate::Done(Err(CallError::Disconnected(
-                    cause.clone(),
-                ))));
+            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause.clone()))));
         }
     }
 
     fn detach(&mut self, conn: ConnId) -> Option<WorkerHandle> {
         let cause = Arc::new(TransportError::ClosedByClient);
         for entry in self.pending.drain_conn(conn) {
-            let _ = entry
-                .reply
-                .send(CallUpdate::Done(Err(CallError::Disconnected(
-                    cause.clone(),
-                ))));
+            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause.clone()))));
         }
         let state = self.conns.remove(&conn)?;
         let worker = state.worker?;
@@ -557,15 +487,10 @@ impl Dispatcher {
 
     fn shutdown(&mut self) -> Vec<WorkerHandle> {
         for entry in self.pending.drain_all() {
-            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(
-                "nod is shutting down".into(),
-            ))));
+            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled("nod is shutting down".into()))));
         }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
-        conns
-            .into_iter()
-            .filter_map(|conn| self.detach(conn))
-            .collect()
+        conns.into_iter().filter_map(|conn| self.detach(conn)).collect()
     }
 }
 
@@ -591,11 +516,7 @@ fn log_server_message(state: &mut Conn, params: &Value) {
     if state.log_window.1 > 20 {
         return;
     }
-    let level = match params
-        .get("level")
-        .and_then(Value::as_str)
-        .unwrap_or("info")
-    {
+    let level = match params.get("level").and_then(Value::as_str).unwrap_or("info") {
         "debug" => log::Level::Debug,
         "info" | "notice" => log::Level::Info,
         "warning" => log::Level::Warn,
@@ -606,10 +527,6 @@ fn log_server_message(state: &mut Conn, params: &Value) {
         Some(other) => other.to_string(),
         None => String::new(),
     };
-    let logger = params
-        .get("logger")
-        .and_then(Value::as_str)
-        .map(|l| format!("{l}: "))
-        .unwrap_or_default();
+    let logger = params.get("logger").and_then(Value::as_str).map(|l| format!("{l}: ")).unwrap_or_default();
     log::log!(target: "nod::server", level, "server {}: {}{}", state.name, crate::util::one_line(&logger), crate::util::one_line(&data));
 }

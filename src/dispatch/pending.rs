@@ -67,11 +67,7 @@ impl Pending {
 
     /// The only call pending on `conn`, if there is exactly one.
     pub fn sole_for(&self, conn: ConnId) -> Option<CallId> {
-        let mut found = self
-            .calls
-            .iter()
-            .filter(|(_, e)| e.conn == conn)
-            .map(|(id, _)| *id);
+        let mut found = self.calls.iter().filter(|(_, e)| e.conn == conn).map(|(id, _)| *id);
         let first = found.next()?;
         found.next().is_none().then_some(first)
     }
@@ -97,10 +93,7 @@ impl Pending {
         let Some(entry) = self.calls.get_mut(&call) else {
             return;
         };
-        let cap = entry
-            .progress
-            .as_ref()
-            .map_or(entry.timeout, |(_, cap)| *cap);
+        let cap = entry.progress.as_ref().map_or(entry.timeout, |(_, cap)| *cap);
         let extended = (now + entry.timeout).min(entry.started + cap);
         if extended > entry.deadline {
             self.deadlines.remove(&(entry.deadline, call));
@@ -111,24 +104,13 @@ impl Pending {
     }
 
     pub fn drain_conn(&mut self, conn: ConnId) -> Vec<Entry> {
-        let calls: Vec<CallId> = self
-            .calls
-            .iter()
-            .filter(|(_, e)| e.conn == conn)
-            .map(|(id, _)| *id)
-            .collect();
-        calls
-            .into_iter()
-            .filter_map(|call| self.remove(call))
-            .collect()
+        let calls: Vec<CallId> = self.calls.iter().filter(|(_, e)| e.conn == conn).map(|(id, _)| *id).collect();
+        calls.into_iter().filter_map(|call| self.remove(call)).collect()
     }
 
     pub fn drain_all(&mut self) -> Vec<Entry> {
         let calls: Vec<CallId> = self.calls.keys().copied().collect();
-        calls
-            .into_iter()
-            .filter_map(|call| self.remove(call))
-            .collect()
+        calls.into_iter().filter_map(|call| self.remove(call)).collect()
     }
 }
 

@@ -20,11 +20,7 @@ pub enum FrameError {
 impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FrameError::TooLarge => write!(
-                f,
-                "a message larger than the {} MiB frame limit",
-                MAX_FRAME >> 20
-            ),
+            FrameError::TooLarge => write!(f, "a message larger than the {} MiB frame limit", MAX_FRAME >> 20),
             FrameError::NotUtf8 => f.write_str("a message that is not valid UTF-8"),
         }
     }
@@ -40,11 +36,7 @@ pub struct FrameReader {
 impl FrameReader {
     /// Appends `bytes` and calls `on_frame` for every complete, non-blank line (without its
     /// line ending). Stops at the first error; the reader is useless after one.
-    pub fn push(
-        &mut self,
-        bytes: &[u8],
-        mut on_frame: impl FnMut(&[u8]),
-    ) -> Result<(), FrameError> {
+    pub fn push(&mut self, bytes: &[u8], mut on_frame: impl FnMut(&[u8])) -> Result<(), FrameError> {
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(offset) = memchr(b'\n', &self.buf[self.scanned..]) {
@@ -89,11 +81,7 @@ impl FrameReader {
 
 /// Checks an outgoing frame (with its trailing newline) against the cap.
 pub fn check_outgoing(frame: &[u8]) -> Result<(), FrameError> {
-    if frame.len() > MAX_FRAME + 1 {
-        Err(FrameError::TooLarge)
-    } else {
-        Ok(())
-    }
+    if frame.len() > MAX_FRAME + 1 { Err(FrameError::TooLarge) } else { Ok(()) }
 }
 
 /// Finds a byte eight at a time (the classic "has zero byte" trick), since large frames
@@ -111,11 +99,7 @@ fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
         }
         offset += 8;
     }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| b == needle)
-        .map(|i| offset + i)
+    chunks.remainder().iter().position(|&b| b == needle).map(|i| offset + i)
 }
 
 #[cfg(test)]
@@ -184,9 +168,6 @@ mod tests {
     #[test]
     fn invalid_utf8_is_an_error() {
         let mut reader = FrameReader::default();
-        assert_eq!(
-            reader.push(b"{\"a\":\"\xff\xfe\"}\n", |_| {}),
-            Err(FrameError::NotUtf8)
-        );
+        assert_eq!(reader.push(b"{\"a\":\"\xff\xfe\"}\n", |_| {}), Err(FrameError::NotUtf8));
     }
 }

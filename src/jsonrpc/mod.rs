@@ -49,22 +49,14 @@ pub const INTERNAL_ERROR: i64 = -32603;
 
 impl ResponseError {
     pub fn new(code: i64, message: impl Into<String>) -> ResponseError {
-        ResponseError {
-            code,
-            message: message.into(),
-            data: None,
-        }
+        ResponseError { code, message: message.into(), data: None }
     }
 
     fn from_value(value: &Value) -> Option<ResponseError> {
         let obj = value.as_object()?;
         let code = obj.get("code")?.as_i64()?;
         let message = obj.get("message")?.as_str()?.to_string();
-        Some(ResponseError {
-            code,
-            message,
-            data: obj.get("data").cloned(),
-        })
+        Some(ResponseError { code, message, data: obj.get("data").cloned() })
     }
 
     fn to_value(&self) -> Value {
@@ -92,9 +84,7 @@ impl std::fmt::Display for DecodeError {
         match self {
             DecodeError::NotJson => f.write_str("a line that is not JSON"),
             DecodeError::Invalid(why) => write!(f, "an invalid JSON-RPC message ({why})"),
-            DecodeError::UnexpectedBatch => {
-                f.write_str("a JSON-RPC batch, which this protocol version does not allow")
-            }
+            DecodeError::UnexpectedBatch => f.write_str("a JSON-RPC batch, which this protocol version does not allow"),
         }
     }
 }
@@ -138,9 +128,7 @@ pub fn from_value(value: Value) -> Result<Message, DecodeError> {
             None => Value::Null,
             Some(params @ (Value::Object(_) | Value::Array(_))) => params,
             Some(_) => {
-                return Err(DecodeError::Invalid(
-                    "params is neither an object nor an array",
-                ));
+                return Err(DecodeError::Invalid("params is neither an object nor an array"));
             }
         };
         return Ok(match id {
@@ -150,19 +138,12 @@ pub fn from_value(value: Value) -> Result<Message, DecodeError> {
     }
     match (obj.remove("result"), obj.remove("error")) {
         (Some(result), None) => match id {
-            Some(id) => Ok(Message::Response {
-                id: Some(id),
-                result: Ok(result),
-            }),
+            Some(id) => Ok(Message::Response { id: Some(id), result: Ok(result) }),
             None => Err(DecodeError::Invalid("result response without an id")),
         },
         (None, Some(error)) => {
-            let error = ResponseError::from_value(&error)
-                .ok_or(DecodeError::Invalid("malformed error object"))?;
-            Ok(Message::Response {
-                id,
-                result: Err(error),
-            })
+            let error = ResponseError::from_value(&error).ok_or(DecodeError::Invalid("malformed error object"))?;
+            Ok(Message::Response { id, result: Err(error) })
         }
         (Some(_), Some(_)) => Err(DecodeError::Invalid("both result and error")),
         (None, None) => Err(DecodeError::Invalid("neither method, result nor error")),
@@ -223,14 +204,7 @@ mod tests {
     #[test]
     fn server_request_ids_keep_their_type() {
         let msg = one(r#"{"jsonrpc":"2.0","id":"7","method":"ping"}"#);
-        assert_eq!(
-            msg,
-            Message::Request {
-                id: json!("7"),
-                method: "ping".into(),
-                params: Value::Null
-            }
-        );
+        assert_eq!(msg, Message::Request { id: json!("7"), method: "ping".into(), params: Value::Null });
         let reply = encode_response(&json!("7"), &Ok(json!({})));
         assert_eq!(reply, b"{\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{}}\n");
         let reply = encode_response(&json!(7), &Ok(json!({})));
@@ -240,13 +214,7 @@ mod tests {
     #[test]
     fn error_response_without_id_is_accepted() {
         let msg = one(r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"parse error"}}"#);
-        let Message::Response {
-            id: None,
-            result: Err(error),
-        } = msg
-        else {
-            panic!("{msg:?}")
-        };
+        let Message::Response { id: None, result: Err(error) } = msg else { panic!("{msg:?}") };
         assert_eq!(error.code, PARSE_ERROR);
     }
 
@@ -268,7 +236,8 @@ mod tests {
 
     #[test]
     fn batches_only_when_allowed() {
-        let batch = br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]"#;
+        let batch =
+            br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]"#;
         assert_eq!(decode(batch, false), Err(DecodeError::UnexpectedBatch));
         assert_eq!(decode(batch, true).unwrap().len(), 2);
     }
@@ -278,9 +247,6 @@ mod tests {
         let out = encode_request(3, "tools/call", Some(r#"{"name":"a\nb"}"#));
         assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\nb\"}}\n");
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
-        assert_eq!(
-            encode_request(4, "ping", None),
-            b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n"
-        );
+        assert_eq!(encode_request(4, "ping", None), b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
     }
 }

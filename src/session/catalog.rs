@@ -78,11 +78,7 @@ pub(crate) struct Cache {
 
 /// Lists `kind` to the end. A cached listing is reused until a `list_changed` arrives.
 pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Listing> {
-    list_until(
-        session,
-        kind,
-        Instant::now() + session.operation_timeout * MAX_PAGES as u32,
-    )
+    list_until(session, kind, Instant::now() + session.operation_timeout * MAX_PAGES as u32)
 }
 
 /// Like `list`, with every page's request also bounded by `deadline` (the startup deadline
@@ -93,11 +89,7 @@ pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::R
     }
     let epoch = kind.epoch(session).load(Ordering::SeqCst);
     if let Ok(cache) = session.cache().lock() {
-        if let Some((_, _, listing)) = cache
-            .entries
-            .iter()
-            .find(|(k, e, _)| *k == kind && *e == epoch)
-        {
+        if let Some((_, _, listing)) = cache.entries.iter().find(|(k, e, _)| *k == kind && *e == epoch) {
             return Ok(listing.clone());
         }
     }
@@ -115,12 +107,9 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
     let mut seen = HashSet::new();
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-        let timeout = session
-            .operation_timeout
-            .min(deadline.saturating_duration_since(Instant::now()));
-        let page = session
-            .request_with(kind.method(), params, timeout)
-            .map_err(|e| anyhow!("{}: {e}", kind.method()))?;
+        let timeout = session.operation_timeout.min(deadline.saturating_duration_since(Instant::now()));
+        let page =
+            session.request_with(kind.method(), params, timeout).map_err(|e| anyhow!("{}: {e}", kind.method()))?;
         let Some(items) = page.get(kind.key()).and_then(Value::as_array) else {
             bail!("{}: the answer has no {} array", kind.method(), kind.key());
         };
@@ -134,16 +123,10 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
             None | Some(Value::Null) => return Ok(listing),
             Some(Value::String(next)) => {
                 if next.len() > MAX_CURSOR_BYTES {
-                    bail!(
-                        "{}: the server sent a cursor over {MAX_CURSOR_BYTES} bytes",
-                        kind.method()
-                    );
+                    bail!("{}: the server sent a cursor over {MAX_CURSOR_BYTES} bytes", kind.method());
                 }
                 if !seen.insert(next.clone()) {
-                    bail!(
-                        "{}: the server repeated a cursor; the listing would never end",
-                        kind.method()
-                    );
+                    bail!("{}: the server repeated a cursor; the listing would never end", kind.method());
                 }
                 cursor = Some(next.clone());
             }
@@ -155,38 +138,22 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
 
 /// Checks the fields nod relies on; everything else is kept verbatim.
 fn check(kind: Kind, item: &Value) -> Result<(), String> {
-    let text = |key: &str| {
-        item.get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
+    let text = |key: &str| item.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
     match kind {
         Kind::Tools => {
             let name = text("name").ok_or("a tool without a name")?;
-            let schema = item
-                .get("inputSchema")
-                .ok_or_else(|| format!("tool {name:?} has no inputSchema"))?;
+            let schema = item.get("inputSchema").ok_or_else(|| format!("tool {name:?} has no inputSchema"))?;
             if schema.get("type").and_then(Value::as_str) != Some("object") {
-                return Err(format!(
-                    "tool {name:?} has an inputSchema that does not describe an object"
-                ));
+                return Err(format!("tool {name:?} has an inputSchema that does not describe an object"));
             }
             if depth(schema) > MAX_SCHEMA_DEPTH {
-                return Err(format!(
-                    "tool {name:?} has an inputSchema nested deeper than {MAX_SCHEMA_DEPTH}"
-                ));
+                return Err(format!("tool {name:?} has an inputSchema nested deeper than {MAX_SCHEMA_DEPTH}"));
             }
             Ok(())
         }
-        Kind::Resources => text("uri")
-            .map(drop)
-            .ok_or_else(|| "a resource without a uri".into()),
-        Kind::Templates => text("uriTemplate")
-            .map(drop)
-            .ok_or_else(|| "a template without a uriTemplate".into()),
-        Kind::Prompts => text("name")
-            .map(drop)
-            .ok_or_else(|| "a prompt without a name".into()),
+        Kind::Resources => text("uri").map(drop).ok_or_else(|| "a resource without a uri".into()),
+        Kind::Templates => text("uriTemplate").map(drop).ok_or_else(|| "a template without a uriTemplate".into()),
+        Kind::Prompts => text("name").map(drop).ok_or_else(|| "a prompt without a name".into()),
     }
 }
 

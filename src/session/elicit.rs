@@ -44,7 +44,8 @@ pub struct InputRequired {
 
 impl InputRequired {
     pub fn to_json(&self) -> Value {
-        let mut out = json!({ "status": "input_required", "server": self.server, "mode": self.mode, "message": self.message });
+        let mut out =
+            json!({ "status": "input_required", "server": self.server, "mode": self.mode, "message": self.message });
         if let Some(schema) = &self.requested_schema {
             out["requestedSchema"] = schema.clone();
         }
@@ -67,19 +68,12 @@ impl InboundHandler for PolicyHandler {
 
     fn request(&self, req: ServerRequest, responder: Responder) {
         if req.method != method::ELICIT || !req.version.is_some_and(|v| v.has_elicitation()) {
-            responder.respond(Err(ResponseError::new(
-                METHOD_NOT_FOUND,
-                format!("nod does not support {}", req.method),
-            )));
+            responder
+                .respond(Err(ResponseError::new(METHOD_NOT_FOUND, format!("nod does not support {}", req.method))));
             return;
         }
         // A request without a mode is a form (ELI-3).
-        let mode = req
-            .params
-            .get("mode")
-            .and_then(Value::as_str)
-            .unwrap_or("form")
-            .to_string();
+        let mode = req.params.get("mode").and_then(Value::as_str).unwrap_or("form").to_string();
         let url_allowed = req.version.is_some_and(|v| v.has_url_elicitation());
         if mode != "form" && !(mode == "url" && url_allowed) {
             responder.respond(Err(ResponseError::new(
@@ -88,23 +82,14 @@ impl InboundHandler for PolicyHandler {
             )));
             return;
         }
-        let message = req
-            .params
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let message = req.params.get("message").and_then(Value::as_str).unwrap_or("").to_string();
         let schema = req.params.get("requestedSchema").cloned();
         let answer = match self.policy {
             Policy::Decline => json!({ "action": "decline" }),
             Policy::Cancel => json!({ "action": "cancel" }),
             Policy::Fail => {
                 if let Some(tx) = &self.input_required {
-                    let url = req
-                        .params
-                        .get("url")
-                        .and_then(Value::as_str)
-                        .map(str::to_string);
+                    let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
                     let schema = if mode == "form" { schema } else { None };
                     let _ = tx.send(InputRequired {
                         server: req.server.clone(),
@@ -119,10 +104,7 @@ impl InboundHandler for PolicyHandler {
             Policy::Defaults if mode == "form" => match defaults(schema.as_ref()) {
                 Ok(content) => json!({ "action": "accept", "content": content }),
                 Err(field) => {
-                    log::warn!(
-                        "server {}: elicitation declined: required field {field:?} has no default",
-                        req.server
-                    );
+                    log::warn!("server {}: elicitation declined: required field {field:?} has no default", req.server);
                     json!({ "action": "decline" })
                 }
             },
@@ -142,9 +124,7 @@ impl InboundHandler for PolicyHandler {
 /// required field that has none.
 pub fn defaults(schema: Option<&Value>) -> Result<Value, String> {
     let mut content = Map::new();
-    let properties = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object);
+    let properties = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
     for (name, property) in properties.into_iter().flatten() {
         if let Some(default) = property.get("default") {
             let usable = match default {
@@ -157,9 +137,7 @@ pub fn defaults(schema: Option<&Value>) -> Result<Value, String> {
             }
         }
     }
-    let required = schema
-        .and_then(|s| s.get("required"))
-        .and_then(Value::as_array);
+    let required = schema.and_then(|s| s.get("required")).and_then(Value::as_array);
     for name in required.into_iter().flatten().filter_map(Value::as_str) {
         if !content.contains_key(name) {
             return Err(name.to_string());

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod elicit;
+pub mod supervisor;
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -13,9 +14,7 @@ use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::config::{ServerConfig, Transport};
-use crate::dispatch::{
-    CallError, ConnShared, Engine, Event, InboundHandler, PendingCall, ProgressPolicy,
-};
+use crate::dispatch::{CallError, ConnShared, Engine, Event, InboundHandler, PendingCall, ProgressPolicy};
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
 use crate::transport::{ConnId, TransportError, child::Spawn, stdio};
@@ -55,17 +54,8 @@ impl Session {
         let conn = engine.next_conn();
         let shared = Arc::new(ConnShared::default());
         let capabilities = handler.capabilities();
-        engine.send(Event::Register {
-            conn,
-            name: config.name.clone(),
-            handler,
-            shared: shared.clone(),
-        });
-        let spec = Spawn {
-            argv: stdio.argv.clone(),
-            env: stdio.env.clone(),
-            cwd: stdio.cwd.clone(),
-        };
+        engine.send(Event::Register { conn, name: config.name.clone(), handler, shared: shared.clone() });
+        let spec = Spawn { argv: stdio.argv.clone(), env: stdio.env.clone(), cwd: stdio.cwd.clone() };
         let worker = match stdio::spawn(conn, &config.name, spec, engine.events().clone()) {
             Ok(worker) => worker,
             Err(err) => {
@@ -106,16 +96,9 @@ impl Session {
                 Ok(result) => break result,
                 // A server may name the versions it supports in the error (VER-4).
                 Err(CallError::Rpc(error)) if !retried => {
-                    let supported = error
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.get("supported"))
-                        .and_then(Value::as_array);
-                    let fallback = supported
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().and_then(Version::parse))
-                        .max();
+                    let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
+                    let fallback =
+                        supported.into_iter().flatten().filter_map(|v| v.as_str().and_then(Version::parse)).max();
                     match fallback {
                         Some(version) if version != offer => {
                             offer = version;
@@ -127,10 +110,7 @@ impl Session {
                 Err(err) => return Err(initialize_error(err)),
             }
         };
-        let answered = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let answered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
         let Some(version) = Version::parse(answered) else {
             let shown = crate::util::one_line(&answered.chars().take(40).collect::<String>());
             bail!(
@@ -139,44 +119,27 @@ impl Session {
             );
         };
         self.version = version;
-        self.capabilities = result
-            .get("capabilities")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        self.capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         self.server_info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
-        self.instructions = result
-            .get("instructions")
-            .and_then(Value::as_str)
-            .map(|text| truncate(text, INSTRUCTIONS_BYTES));
-        self.engine.send(Event::SetVersion {
-            conn: self.conn,
-            version,
-        });
+        self.instructions =
+            result.get("instructions").and_then(Value::as_str).map(|text| truncate(text, INSTRUCTIONS_BYTES));
+        self.engine.send(Event::SetVersion { conn: self.conn, version });
         self.notify(method::INITIALIZED, None);
         Ok(())
     }
 
     /// Whether the server declared a capability (`tools`, `resources`, `prompts`, ...).
     pub fn has(&self, capability: &str) -> bool {
-        self.capabilities
-            .get(capability)
-            .is_some_and(|c| !c.is_null())
+        self.capabilities.get(capability).is_some_and(|c| !c.is_null())
     }
 
     pub fn notify(&self, method_name: &str, params: Option<&Value>) {
         let frame = jsonrpc::encode_notification(method_name, params);
-        self.engine.send(Event::Notify {
-            conn: self.conn,
-            frame,
-        });
+        self.engine.send(Event::Notify { conn: self.conn, frame });
     }
 
     /// A request with the server's operation timeout.
-    pub fn request(
-        &self,
-        method_name: &'static str,
-        params: Option<Value>,
-    ) -> Result<Value, CallError> {
+    pub fn request(&self, method_name: &'static str, params: Option<Value>) -> Result<Value, CallError> {
         self.request_with(method_name, params, self.operation_timeout)
     }
 
@@ -186,8 +149,7 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        self.start(method_name, params.map(|p| p.to_string()), timeout, false)
-            .wait(|_| {})
+        self.start(method_name, params.map(|p| p.to_string()), timeout, false).wait(|_| {})
     }
 
     /// Starts a request without waiting. `params` is serialized JSON. With `progress`, the
@@ -201,36 +163,27 @@ impl Session {
         progress: bool,
     ) -> PendingCall {
         let id = self.engine.next_call();
-        let progress = progress.then(|| ProgressPolicy {
-            token: json!(id.0),
-            cap: timeout * PROGRESS_CAP_FACTOR,
-        });
-        self.engine
-            .start_call(id, self.conn, method_name, params, timeout, progress)
+        let progress = progress.then(|| ProgressPolicy { token: json!(id.0), cap: timeout * PROGRESS_CAP_FACTOR });
+        self.engine.start_call(id, self.conn, method_name, params, timeout, progress)
     }
 
     /// Starts `tools/call` with a progress token.
     pub fn call_tool(&self, tool: &str, arguments: &Value) -> PendingCall {
         let id = self.engine.next_call();
-        let params =
-            json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": id.0 } });
+        let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": id.0 } });
         let timeout = self.operation_timeout;
-        let progress = Some(ProgressPolicy {
-            token: json!(id.0),
-            cap: timeout * PROGRESS_CAP_FACTOR,
-        });
-        self.engine.start_call(
-            id,
-            self.conn,
-            method::TOOLS_CALL,
-            Some(params.to_string()),
-            timeout,
-            progress,
-        )
+        let progress = Some(ProgressPolicy { token: json!(id.0), cap: timeout * PROGRESS_CAP_FACTOR });
+        self.engine.start_call(id, self.conn, method::TOOLS_CALL, Some(params.to_string()), timeout, progress)
     }
 
     pub fn cancel(&self, call: &PendingCall, reason: &str) {
         self.engine.cancel(call.id, reason);
+    }
+
+    /// Why the connection ended, if it ended on its own (not closed by nod).
+    pub fn closed_cause(&self) -> Option<String> {
+        let cause = self.shared.closed.get()?;
+        (!matches!(**cause, TransportError::ClosedByClient)).then(|| cause.to_string())
     }
 
     pub(crate) fn shared(&self) -> &ConnShared {
@@ -258,14 +211,12 @@ impl Drop for Session {
 
 fn initialize_error(err: CallError) -> anyhow::Error {
     match err {
-        CallError::Timeout(after) => anyhow!(
-            "no answer to initialize within {} ms (startup_timeout_ms)",
-            after.as_millis()
-        ),
-        CallError::Rpc(error) => anyhow!(
-            "the server refused initialize: {}",
-            crate::util::one_line(&error.to_string())
-        ),
+        CallError::Timeout(after) => {
+            anyhow!("no answer to initialize within {} ms (startup_timeout_ms)", after.as_millis())
+        }
+        CallError::Rpc(error) => {
+            anyhow!("the server refused initialize: {}", crate::util::one_line(&error.to_string()))
+        }
         CallError::Disconnected(cause) if matches!(*cause, TransportError::ClosedByClient) => {
             anyhow!("connection closed during initialize")
         }
@@ -286,9 +237,7 @@ fn truncate(text: &str, max: usize) -> String {
 
 /// Adds the server name to an error.
 pub fn context<T>(result: Result<T, CallError>, server: &str, what: &str) -> anyhow::Result<T> {
-    result
-        .map_err(anyhow::Error::new)
-        .with_context(|| format!("server {server}: {what}"))
+    result.map_err(anyhow::Error::new).with_context(|| format!("server {server}: {what}"))
 }
 
 impl std::error::Error for CallError {}

@@ -36,10 +36,7 @@ pub enum TransportError {
     /// The process closed its stdout but kept running; nod stopped it.
     StdoutClosed { stderr: Vec<String> },
     /// The server broke framing (a frame over the cap, invalid UTF-8); nod stopped it.
-    Protocol {
-        error: FrameError,
-        stderr: Vec<String>,
-    },
+    Protocol { error: FrameError, stderr: Vec<String> },
     /// nod asked the connection to close.
     ClosedByClient,
     /// The transport is not available for this entry yet.

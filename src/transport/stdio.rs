@@ -34,16 +34,9 @@ const STDERR_SHOWN: usize = 3;
 
 /// Starts `spec` on a new thread named `nod-stdio:<name>`. Returns once the process is
 /// running, or with the reason it could not start.
-pub fn spawn(
-    conn: ConnId,
-    name: &str,
-    spec: Spawn,
-    events: Sender<Event>,
-) -> Result<WorkerHandle, TransportError> {
+pub fn spawn(conn: ConnId, name: &str, spec: Spawn, events: Sender<Event>) -> Result<WorkerHandle, TransportError> {
     let poll = Poll::new().map_err(|e| TransportError::Io(e.to_string()))?;
-    let waker = Arc::new(
-        Waker::new(poll.registry(), WAKER).map_err(|e| TransportError::Io(e.to_string()))?,
-    );
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| TransportError::Io(e.to_string()))?);
     let (outbox, inbox) = crossbeam_channel::unbounded();
     let (started_tx, started_rx) = crossbeam_channel::bounded(1);
     let thread_name = format!("nod-stdio:{name}");
@@ -65,15 +58,9 @@ pub fn spawn(
         .map_err(|e| TransportError::Io(e.to_string()))?;
     let thread = JoinOnDrop::new(thread);
     match started_rx.recv() {
-        Ok(Ok(())) => Ok(WorkerHandle {
-            outbox,
-            waker,
-            thread: Some(thread),
-        }),
+        Ok(Ok(())) => Ok(WorkerHandle { outbox, waker, thread: Some(thread) }),
         Ok(Err(err)) => Err(err),
-        Err(_) => Err(TransportError::Io(
-            "worker thread ended during start".into(),
-        )),
+        Err(_) => Err(TransportError::Io("worker thread ended during start".into())),
     }
 }
 
@@ -119,10 +106,8 @@ impl Worker {
         events: Sender<Event>,
     ) -> Result<Worker, TransportError> {
         let command = spec.argv.first().cloned().unwrap_or_default();
-        let (child, pipes) = ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn {
-            command,
-            reason: e.to_string(),
-        })?;
+        let (child, pipes) =
+            ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn { command, reason: e.to_string() })?;
         let io = |e: std::io::Error| TransportError::Io(e.to_string());
         let stdin = pipe::Sender::from(pipes.stdin);
         let mut stdout = pipe::Receiver::from(pipes.stdout);
@@ -131,16 +116,10 @@ impl Worker {
         stdout.set_nonblocking(true).map_err(io)?;
         stderr.set_nonblocking(true).map_err(io)?;
         let registry = poll.registry();
-        registry
-            .register(&mut stdout, STDOUT, Interest::READABLE)
-            .map_err(io)?;
-        registry
-            .register(&mut stderr, STDERR, Interest::READABLE)
-            .map_err(io)?;
+        registry.register(&mut stdout, STDOUT, Interest::READABLE).map_err(io)?;
+        registry.register(&mut stderr, STDERR, Interest::READABLE).map_err(io)?;
         if let Some(fd) = child.exit_fd() {
-            registry
-                .register(&mut SourceFd(&fd), EXIT, Interest::READABLE)
-                .map_err(io)?;
+            registry.register(&mut SourceFd(&fd), EXIT, Interest::READABLE).map_err(io)?;
         }
         log::debug!("server {name}: started pid {}", child.pid());
         Ok(Worker {
@@ -171,13 +150,9 @@ impl Worker {
         let mut events = Events::with_capacity(16);
         loop {
             let timeout = match self.phase {
-                Phase::Running if self.child.exit_fd().is_none() => {
-                    Some(Duration::from_millis(100))
-                }
+                Phase::Running if self.child.exit_fd().is_none() => Some(Duration::from_millis(100)),
                 Phase::Running => None,
-                Phase::StdinClosed(at) | Phase::Terminated(at) => {
-                    Some(at.saturating_duration_since(Instant::now()))
-                }
+                Phase::StdinClosed(at) | Phase::Terminated(at) => Some(at.saturating_duration_since(Instant::now())),
             };
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == ErrorKind::Interrupted {
@@ -188,8 +163,7 @@ impl Worker {
             }
             let mut wake = false;
             // Without a pidfd, or once nod is ending the process, exits are found by polling.
-            let mut exited =
-                self.child.exit_fd().is_none() || !matches!(self.phase, Phase::Running);
+            let mut exited = self.child.exit_fd().is_none() || !matches!(self.phase, Phase::Running);
             for event in events.iter() {
                 match event.token() {
                     STDOUT => self.read_stdout(),
@@ -210,10 +184,8 @@ impl Worker {
                 // Whatever the server wrote before it exited is still in the pipe.
                 self.read_stdout();
                 self.read_stderr();
-                let cause = TransportError::Exited {
-                    status: describe_status(status),
-                    stderr: self.tail.last(STDERR_SHOWN),
-                };
+                let cause =
+                    TransportError::Exited { status: describe_status(status), stderr: self.tail.last(STDERR_SHOWN) };
                 self.report(cause);
                 break;
             }
@@ -311,15 +283,9 @@ impl Worker {
                     break;
                 }
                 Ok(n) => {
-                    let (conn, name, events, not_json) = (
-                        self.conn,
-                        &self.name,
-                        &self.events,
-                        &mut self.not_json_lines,
-                    );
-                    let pushed = self.frames.push(&buf[..n], |frame| {
-                        deliver(conn, name, events, not_json, frame)
-                    });
+                    let (conn, name, events, not_json) =
+                        (self.conn, &self.name, &self.events, &mut self.not_json_lines);
+                    let pushed = self.frames.push(&buf[..n], |frame| deliver(conn, name, events, not_json, frame));
                     if let Err(err) = pushed {
                         failure = Some(err);
                         break;
@@ -336,31 +302,19 @@ impl Worker {
         if let Some(error) = failure {
             self.drop_stdout();
             self.read_stderr();
-            self.report(TransportError::Protocol {
-                error,
-                stderr: self.tail.last(STDERR_SHOWN),
-            });
+            self.report(TransportError::Protocol { error, stderr: self.tail.last(STDERR_SHOWN) });
             self.terminate();
             return;
         }
         if eof {
-            let (conn, name, events, not_json) = (
-                self.conn,
-                &self.name,
-                &self.events,
-                &mut self.not_json_lines,
-            );
-            let _ = self
-                .frames
-                .finish(|frame| deliver(conn, name, events, not_json, frame));
+            let (conn, name, events, not_json) = (self.conn, &self.name, &self.events, &mut self.not_json_lines);
+            let _ = self.frames.finish(|frame| deliver(conn, name, events, not_json, frame));
             self.drop_stdout();
             if self.child.try_wait().is_none() && !self.closed_by_client {
                 // Give the exit a moment to be seen: most servers close stdout by exiting.
                 if !self.wait_exit(Duration::from_millis(50)) {
                     self.read_stderr();
-                    self.report(TransportError::StdoutClosed {
-                        stderr: self.tail.last(STDERR_SHOWN),
-                    });
+                    self.report(TransportError::StdoutClosed { stderr: self.tail.last(STDERR_SHOWN) });
                     self.begin_close();
                 }
             }
@@ -376,10 +330,7 @@ impl Worker {
             }
             let _ = self.poll.poll(
                 &mut events,
-                Some(
-                    Duration::from_millis(5)
-                        .min(deadline.saturating_duration_since(Instant::now())),
-                ),
+                Some(Duration::from_millis(5).min(deadline.saturating_duration_since(Instant::now()))),
             );
         }
         self.child.try_wait().is_some()
@@ -433,17 +384,11 @@ impl Worker {
         let now = Instant::now();
         match self.phase {
             Phase::StdinClosed(at) if now >= at => {
-                log::debug!(
-                    "server {}: still running after stdin closed; sending SIGTERM",
-                    self.name
-                );
+                log::debug!("server {}: still running after stdin closed; sending SIGTERM", self.name);
                 self.terminate();
             }
             Phase::Terminated(at) if now >= at => {
-                log::debug!(
-                    "server {}: still running after SIGTERM; sending SIGKILL",
-                    self.name
-                );
+                log::debug!("server {}: still running after SIGTERM; sending SIGKILL", self.name);
                 self.child.kill_and_reap();
             }
             _ => {}
@@ -455,15 +400,8 @@ impl Worker {
             return;
         }
         self.reported = true;
-        let cause = if self.closed_by_client {
-            TransportError::ClosedByClient
-        } else {
-            cause
-        };
-        let _ = self.events.send(Event::Closed {
-            conn: self.conn,
-            cause,
-        });
+        let cause = if self.closed_by_client { TransportError::ClosedByClient } else { cause };
+        let _ = self.events.send(Event::Closed { conn: self.conn, cause });
     }
 }
 
