@@ -41,40 +41,17 @@ fn main() {
     ));
 
     write_profile(home.path(), &[("fast", &[])]);
-    let lines: String = (0..2000)
-        .map(|i| format!("{{\"message\":\"m{i}\"}}\n"))
-        .collect();
+    let lines: String = (0..2000).map(|i| format!("{{\"message\":\"m{i}\"}}\n")).collect();
     rows.push(bench(
         "2000 sequential echo calls",
         reps(3),
-        || {
-            nod(
-                home.path(),
-                &["mcp", "tool", "call", "fast", "echo", "--jsonl"],
-                Some(&lines),
-            )
-        },
+        || nod(home.path(), &["mcp", "tool", "call", "fast", "echo", "--jsonl"], Some(&lines)),
         || raw(&["calls", "2000", "1"]),
     ));
     rows.push(bench(
         "2000 echo calls, 16 in flight",
         reps(3),
-        || {
-            nod(
-                home.path(),
-                &[
-                    "mcp",
-                    "tool",
-                    "call",
-                    "fast",
-                    "echo",
-                    "--jsonl",
-                    "--parallel",
-                    "16",
-                ],
-                Some(&lines),
-            )
-        },
+        || nod(home.path(), &["mcp", "tool", "call", "fast", "echo", "--jsonl", "--parallel", "16"], Some(&lines)),
         || raw(&["calls", "2000", "16"]),
     ));
 
@@ -83,21 +60,12 @@ fn main() {
     rows.push(bench(
         "one 7 MiB result",
         reps(5),
-        || {
-            nod(
-                home.path(),
-                &["mcp", "tool", "call", "fast", "big", &big_args, "--json"],
-                None,
-            )
-        },
+        || nod(home.path(), &["mcp", "tool", "call", "fast", "big", &big_args, "--json"], None),
         || raw(&["big", &big.to_string()]),
     ));
 
     let many: Vec<(String, Vec<&str>)> = (0..20).map(|i| (format!("s{i:02}"), vec![])).collect();
-    let refs: Vec<(&str, &[&str])> = many
-        .iter()
-        .map(|(n, a)| (n.as_str(), a.as_slice()))
-        .collect();
+    let refs: Vec<(&str, &[&str])> = many.iter().map(|(n, a)| (n.as_str(), a.as_slice())).collect();
     write_profile(home.path(), &refs);
     rows.push(bench(
         "20 servers at once (connect and discover)",
@@ -116,15 +84,9 @@ fn main() {
     ));
 
     write_profile(home.path(), &[("fast", &cold_args)]);
-    let rss = (0..reps(5))
-        .map(|_| rss_of(home.path(), &["mcp", "tool", "list", "fast"]))
-        .max()
-        .unwrap_or(0);
+    let rss = (0..reps(5)).map(|_| rss_of(home.path(), &["mcp", "tool", "list", "fast"])).max().unwrap_or(0);
 
-    println!(
-        "{:<45} {:>10} {:>10} {:>7}",
-        "workload", "nod", "raw", "ratio"
-    );
+    println!("{:<45} {:>10} {:>10} {:>7}", "workload", "nod", "raw", "ratio");
     for (name, nod_time, raw_time) in &rows {
         println!(
             "{:<45} {:>8.1}ms {:>8.1}ms {:>6.2}x",
@@ -134,10 +96,7 @@ fn main() {
             nod_time.as_secs_f64() / raw_time.as_secs_f64()
         );
     }
-    println!(
-        "max RSS of nod for a cold start: {:.1} MiB",
-        rss as f64 / 1024.0
-    );
+    println!("max RSS of nod for a cold start: {:.1} MiB", rss as f64 / 1024.0);
 }
 
 fn ms(d: Duration) -> f64 {
@@ -176,8 +135,7 @@ fn write_profile(home: &Path, servers: &[(&str, &[&str])]) {
         argv.extend(args.iter().map(|s| s.to_string()));
         map.insert(name.to_string(), json!({ "command": argv }));
     }
-    std::fs::write(home.join("mcp.json"), json!({ "mcp": map }).to_string())
-        .expect("write profile");
+    std::fs::write(home.join("mcp.json"), json!({ "mcp": map }).to_string()).expect("write profile");
 }
 
 /// Runs the raw client as its own process; returns the wall time.
@@ -216,19 +174,11 @@ fn rss_of(home: &Path, args: &[&str]) -> i64 {
         .stdin(Stdio::null())
         .output()
         .expect("run the probe");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("probe output")
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("probe output")
 }
 
 fn rss_main(args: &[String]) {
-    let mut child = Command::new(NOD)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("run nod");
+    let mut child = Command::new(NOD).args(args).stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("run nod");
     let (status, rss) = wait_rss(&mut child);
     assert!(status == 0, "nod {args:?} failed with status {status}");
     println!("{rss}");
@@ -240,11 +190,7 @@ fn nod(home: &Path, args: &[&str], stdin: Option<&str>) -> Duration {
     let mut child = Command::new(NOD)
         .args(args)
         .env("NOD_HOME", home)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -258,12 +204,7 @@ fn nod(home: &Path, args: &[&str], stdin: Option<&str>) -> Duration {
         drop(pipe);
     });
     let mut out = Vec::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_end(&mut out)
-        .expect("read nod output");
+    child.stdout.take().expect("stdout").read_to_end(&mut out).expect("read nod output");
     writer.join().expect("writer");
     let status = child.wait().expect("wait for nod");
     let elapsed = start.elapsed();
@@ -299,12 +240,7 @@ impl Raw {
             .expect("spawn fixture");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut raw = Raw {
-            child,
-            stdin,
-            stdout,
-            line: String::new(),
-        };
+        let mut raw = Raw { child, stdin, stdout, line: String::new() };
         raw.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}));
         raw.recv();
         raw.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
@@ -327,9 +263,7 @@ impl Raw {
         let mut cursor: Option<String> = None;
         let mut n = 0;
         loop {
-            let params = cursor
-                .as_ref()
-                .map_or(json!({}), |c| json!({ "cursor": c }));
+            let params = cursor.as_ref().map_or(json!({}), |c| json!({ "cursor": c }));
             self.send(&json!({"jsonrpc":"2.0","id":1,"method":method,"params":params}));
             let page = self.recv();
             n += page["result"][key].as_array().map_or(0, Vec::len);
@@ -341,9 +275,7 @@ impl Raw {
     }
 
     fn finish(self) {
-        let Raw {
-            mut child, stdin, ..
-        } = self;
+        let Raw { mut child, stdin, .. } = self;
         drop(stdin);
         let _ = child.wait();
     }
@@ -357,12 +289,7 @@ fn raw_list_tools(args: &[&str]) {
 
 fn raw_calls(n: usize, in_flight: usize) {
     let raw = Raw::start(&[]);
-    let Raw {
-        child,
-        mut stdin,
-        mut stdout,
-        ..
-    } = raw;
+    let Raw { child, mut stdin, mut stdout, .. } = raw;
     let (permits_tx, permits_rx) = crossbeam_channel::bounded::<()>(in_flight);
     let reader = std::thread::spawn(move || {
         let mut line = String::new();
@@ -388,14 +315,11 @@ fn raw_calls(n: usize, in_flight: usize) {
 
 fn raw_big(bytes: usize) {
     let mut raw = Raw::start(&[]);
-    raw.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":bytes}}}));
-    let result = raw.recv();
-    assert!(
-        result["result"]["content"][0]["text"]
-            .as_str()
-            .map_or(0, str::len)
-            == bytes
+    raw.send(
+        &json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{"bytes":bytes}}}),
     );
+    let result = raw.recv();
+    assert!(result["result"]["content"][0]["text"].as_str().map_or(0, str::len) == bytes);
     raw.finish();
 }
 
@@ -412,7 +336,5 @@ fn raw_many(n: usize) {
             })
         })
         .collect();
-    threads
-        .into_iter()
-        .for_each(|t| t.join().expect("raw client"));
+    threads.into_iter().for_each(|t| t.join().expect("raw client"));
 }

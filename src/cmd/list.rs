@@ -2,14 +2,13 @@
 //! every enabled server, connected in parallel. Neither shows commands, environment values,
 //! headers or URLs.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use super::{Exit, print, print_json};
 use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity, Transport};
-use crate::dispatch::{Engine, NoInbound};
+use crate::dispatch::Engine;
 use crate::session::Session;
 use crate::session::catalog::{self, Kind};
 use crate::util::{one_line, redact};
@@ -126,7 +125,7 @@ fn probe(engine: &Engine, server: &ServerConfig, secrets: &[String]) -> Health {
         return health;
     }
     let deadline = started + server.startup_timeout;
-    let result = Session::connect(engine, server, Arc::new(NoInbound)).and_then(|session| {
+    let result = Session::connect(engine, server, super::no_input()).and_then(|session| {
         let info = |key: &str| {
             session
                 .server_info

@@ -19,8 +19,9 @@ use anyhow::{anyhow, bail};
 
 use crate::cli::{Command, Mcp};
 use crate::config::{self, Loaded, ServerConfig, Severity};
-use crate::dispatch::{Engine, InboundHandler, NoInbound};
+use crate::dispatch::{Engine, InboundHandler};
 use crate::session::Session;
+use crate::session::elicit::{Policy, PolicyHandler};
 use crate::session::supervisor::Supervised;
 
 /// How a command ends.
@@ -147,8 +148,10 @@ impl One {
         }
     }
 
+    /// For commands that call no tool. The capabilities are those of `tool call`, so a
+    /// server lists the same tools to both (servers register some tools by capability).
     fn plain(name: &str) -> anyhow::Result<One> {
-        One::connect(name, Arc::new(NoInbound))
+        One::connect(name, no_input())
     }
 
     /// The session the command started with.
@@ -169,6 +172,11 @@ impl Drop for One {
         self.first.take();
         self.server.take();
     }
+}
+
+/// The handler for commands that cannot ask anyone: elicitations are cancelled.
+fn no_input() -> Arc<dyn InboundHandler> {
+    Arc::new(PolicyHandler { policy: Policy::Fail, input_required: None })
 }
 
 /// Writes to stdout; a closed pipe surfaces as an error that `run` turns into success.

@@ -16,7 +16,7 @@ use crate::cli::ToolCall;
 use crate::dispatch::{CallError, CallUpdate, PendingCall, Progress};
 use crate::session::Session;
 use crate::session::catalog::{self, Kind};
-use crate::session::elicit::{InputRequired, PolicyHandler};
+use crate::session::elicit::{Asked, InputRequired, PolicyHandler};
 
 pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
     let one = One::plain(server)?;
@@ -89,12 +89,7 @@ enum Outcome {
 
 /// Waits for a call, showing progress on stderr. An elicitation the policy could not answer
 /// cancels the call.
-fn wait(
-    session: &Session,
-    pending: PendingCall,
-    input: &Receiver<InputRequired>,
-    label: &str,
-) -> anyhow::Result<Outcome> {
+fn wait(session: &Session, pending: PendingCall, input: &Receiver<Asked>, label: &str) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
         select! {
@@ -104,9 +99,13 @@ fn wait(
                 Ok(CallUpdate::Done(Err(err))) => return Ok(Outcome::Failed(err)),
                 Err(_) => bail!("nod is shutting down"),
             },
-            recv(input) -> request => if let Ok(request) = request {
+            recv(pending.gone()) -> _ => bail!("nod is shutting down"),
+            recv(input) -> request => if let Ok(Asked { input, responder }) = request {
+                // The call is cancelled before the server hears the answer, so a fast server
+                // cannot finish the call in between (the frames leave in this order).
                 session.cancel(&pending, "the server asked for input that nod could not collect");
-                return Ok(Outcome::InputRequired(request));
+                responder.respond(Ok(json!({ "action": "cancel" })));
+                return Ok(Outcome::InputRequired(input));
             },
         }
     }
@@ -189,7 +188,7 @@ enum Slot {
     Ready(Value, bool),
 }
 
-fn jsonl(one: &One, call: &ToolCall, input: &Receiver<InputRequired>) -> anyhow::Result<Exit> {
+fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>) -> anyhow::Result<Exit> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut slots: VecDeque<Slot> = VecDeque::new();

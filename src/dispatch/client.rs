@@ -1,11 +1,15 @@
 //! `Engine`: the front ends' handle on the dispatcher. Cloning it is cheap; the dispatcher
 //! thread ends when `shutdown` is called.
+//!
+//! Every wait on the dispatcher also watches `gone`, a channel whose only sender lives on the
+//! dispatcher thread: when that thread ends, waits end at once, even for a request that was
+//! still queued (a bounded crossbeam channel keeps queued messages while any sender lives).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::Value;
 
 use super::{CallError, CallId, CallRequest, CallUpdate, Dispatcher, Event, ProgressPolicy};
@@ -22,15 +26,19 @@ pub struct Engine {
 
 struct Inner {
     events: Sender<Event>,
+    gone: Receiver<()>,
     next_call: AtomicU64,
     next_conn: AtomicU32,
     thread: Mutex<Option<JoinOnDrop<()>>>,
+    /// Held for a whole shutdown, so a second caller returns only when the first is done.
+    shutting_down: Mutex<()>,
 }
 
-/// A call in flight: its updates arrive on `updates()`.
+/// A call in flight: its updates arrive on `updates()`; `gone()` fires if the engine stops.
 pub struct PendingCall {
     pub id: CallId,
     updates: Receiver<CallUpdate>,
+    gone: Receiver<()>,
 }
 
 impl PendingCall {
@@ -38,17 +46,29 @@ impl PendingCall {
         &self.updates
     }
 
+    /// Becomes ready (disconnected) when the dispatcher has stopped.
+    pub fn gone(&self) -> &Receiver<()> {
+        &self.gone
+    }
+
     /// Waits for the result, passing progress to `on_progress`. The dispatcher enforces the
     /// deadline, so this always returns.
     pub fn wait(self, mut on_progress: impl FnMut(&super::Progress)) -> Result<Value, CallError> {
         loop {
-            match self.updates.recv() {
-                Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                Ok(CallUpdate::Done(result)) => return result,
-                Err(_) => return Err(CallError::Cancelled("nod is shutting down".into())),
+            select! {
+                recv(self.updates) -> update => match update {
+                    Ok(CallUpdate::Progress(p)) => on_progress(&p),
+                    Ok(CallUpdate::Done(result)) => return result,
+                    Err(_) => return Err(stopped()),
+                },
+                recv(self.gone) -> _ => return Err(stopped()),
             }
         }
     }
+}
+
+fn stopped() -> CallError {
+    CallError::Cancelled("nod is shutting down".into())
 }
 
 impl Default for Engine {
@@ -60,17 +80,23 @@ impl Default for Engine {
 impl Engine {
     pub fn start() -> Engine {
         let (events, inbox) = crossbeam_channel::bounded(EVENT_QUEUE);
+        let (gone_tx, gone) = crossbeam_channel::bounded::<()>(0);
         let dispatcher = Dispatcher::new(events.clone());
         let thread = std::thread::Builder::new()
             .name("nod-dispatch".into())
-            .spawn(move || dispatcher.run(inbox))
+            .spawn(move || {
+                let _gone = gone_tx;
+                dispatcher.run(inbox);
+            })
             .expect("spawn the dispatcher thread");
         Engine {
             inner: Arc::new(Inner {
                 events,
+                gone,
                 next_call: AtomicU64::new(1),
                 next_conn: AtomicU32::new(1),
                 thread: Mutex::new(Some(JoinOnDrop::new(thread))),
+                shutting_down: Mutex::new(()),
             }),
         }
     }
@@ -104,9 +130,9 @@ impl Engine {
         let (reply, updates) = crossbeam_channel::unbounded();
         let req = CallRequest { id, conn, method, params, timeout, progress, reply: reply.clone() };
         if self.inner.events.send(Event::Call(req)).is_err() {
-            let _ = reply.send(CallUpdate::Done(Err(CallError::Cancelled("nod is shutting down".into()))));
+            let _ = reply.send(CallUpdate::Done(Err(stopped())));
         }
-        PendingCall { id, updates }
+        PendingCall { id, updates, gone: self.inner.gone.clone() }
     }
 
     pub fn cancel(&self, call: CallId, reason: &str) {
@@ -122,21 +148,30 @@ impl Engine {
     pub(crate) fn detach(&self, conn: ConnId) {
         let (done, rx) = crossbeam_channel::bounded(1);
         self.send(Event::Detach { conn, done });
-        if let Ok(Some(worker)) = rx.recv_timeout(Duration::from_secs(10)) {
+        if let Some(Some(worker)) = self.reply(&rx) {
             join_worker(worker);
         }
     }
 
     /// Fails every pending call, closes every connection in parallel and joins the workers.
+    /// A second call (Ctrl-C racing the normal end) waits for the first to finish.
     pub fn shutdown(&self) {
+        let _one_at_a_time = self.inner.shutting_down.lock();
         let (done, rx) = crossbeam_channel::bounded(1);
         self.send(Event::Shutdown { done });
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(workers) => workers.into_iter().for_each(join_worker),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        if let Some(workers) = self.reply(&rx) {
+            workers.into_iter().for_each(join_worker);
         }
         if let Some(thread) = self.inner.thread.lock().ok().and_then(|mut t| t.take()) {
             thread.join();
+        }
+    }
+
+    /// Waits for the dispatcher's answer, or for the dispatcher to be gone.
+    fn reply<T>(&self, rx: &Receiver<T>) -> Option<T> {
+        select! {
+            recv(rx) -> answer => answer.ok(),
+            recv(self.inner.gone) -> _ => rx.try_recv().ok(),
         }
     }
 }

@@ -56,9 +56,16 @@ impl InputRequired {
     }
 }
 
+/// An elicitation handed to the front end under `Policy::Fail`: it cancels the call, then
+/// answers the server through `responder`.
+pub struct Asked {
+    pub input: InputRequired,
+    pub responder: Responder,
+}
+
 pub struct PolicyHandler {
     pub policy: Policy,
-    pub input_required: Option<Sender<InputRequired>>,
+    pub input_required: Option<Sender<Asked>>,
 }
 
 impl InboundHandler for PolicyHandler {
@@ -88,18 +95,18 @@ impl InboundHandler for PolicyHandler {
             Policy::Decline => json!({ "action": "decline" }),
             Policy::Cancel => json!({ "action": "cancel" }),
             Policy::Fail => {
-                if let Some(tx) = &self.input_required {
-                    let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
-                    let schema = if mode == "form" { schema } else { None };
-                    let _ = tx.send(InputRequired {
-                        server: req.server.clone(),
-                        mode,
-                        message,
-                        requested_schema: schema,
-                        url,
-                    });
+                let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
+                let schema = if mode == "form" { schema } else { None };
+                let input = InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url };
+                match &self.input_required {
+                    Some(tx) => {
+                        if let Err(unsent) = tx.send(Asked { input, responder }) {
+                            unsent.into_inner().responder.respond(Ok(json!({ "action": "cancel" })));
+                        }
+                    }
+                    None => responder.respond(Ok(json!({ "action": "cancel" }))),
                 }
-                json!({ "action": "cancel" })
+                return;
             }
             Policy::Defaults if mode == "form" => match defaults(schema.as_ref()) {
                 Ok(content) => json!({ "action": "accept", "content": content }),

@@ -11,8 +11,8 @@ use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -156,7 +156,8 @@ impl Docker {
         }
         let dir = private_dir()?;
         let cidfile = dir.join("container.cid");
-        let mut rewritten = vec![argv[0].clone(), "run".into(), "--cidfile".into(), cidfile.to_string_lossy().into_owned()];
+        let mut rewritten =
+            vec![argv[0].clone(), "run".into(), "--cidfile".into(), cidfile.to_string_lossy().into_owned()];
         rewritten.extend(argv[2..].iter().cloned());
         Ok(Some(Docker { argv: rewritten, program: argv[0].clone(), dir, cidfile }))
     }
@@ -177,7 +178,10 @@ impl Docker {
                         match rm.try_wait() {
                             Ok(Some(_)) | Err(_) => break,
                             Ok(None) if Instant::now() >= deadline => {
-                                log::warn!("docker rm -f {id} did not finish within {} s; left running", DOCKER_RM_TIMEOUT.as_secs());
+                                log::warn!(
+                                    "docker rm -f {id} did not finish within {} s; left running",
+                                    DOCKER_RM_TIMEOUT.as_secs()
+                                );
                                 let _ = rm.kill();
                                 let _ = rm.wait();
                                 break;
@@ -239,7 +243,13 @@ mod tests {
 
     #[test]
     fn other_commands_and_user_cidfiles_are_left_alone() {
-        for text in ["docker run --cidfile /x img", "docker run --cidfile=/x img", "docker ps", "podman run img", "node docker run"] {
+        for text in [
+            "docker run --cidfile /x img",
+            "docker run --cidfile=/x img",
+            "docker ps",
+            "podman run img",
+            "node docker run",
+        ] {
             assert!(Docker::rewrite(&argv(text)).unwrap().is_none(), "{text}");
         }
     }

@@ -48,9 +48,8 @@ pub enum TransportError {
 impl std::fmt::Display for TransportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TransportError::Spawn { command, reason } => {
-                write!(f, "could not start `{command}`: {reason}")
-            }
+            // The command is not shown: health output never includes commands.
+            TransportError::Spawn { reason, .. } => write!(f, "could not start the server command: {reason}"),
             TransportError::Exited { status, stderr } => {
                 write!(f, "server process exited ({status})")?;
                 write_stderr(f, stderr)

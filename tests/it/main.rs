@@ -1,0 +1,19 @@
+//! Integration tests: the real `nod` binary against the fixture server and real MCP servers.
+
+/// Running nod with a hard deadline; assertions on exit code, output and time.
+mod run;
+/// Helpers: private NOD_HOME, the fixture's profile entry, the wire record, leftover processes.
+mod support;
+
+/// Resources and prompts: listing, reading, completion.
+mod catalog;
+/// The profile, health, secrets, usage errors, broken pipes, help and man pages.
+mod cli;
+/// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
+mod faults;
+/// Real MCP servers from npm: everything, filesystem, memory.
+mod real;
+/// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.
+mod tools;
+/// `--jsonl` streams, Ctrl-C, and what goes over the wire.
+mod wire;

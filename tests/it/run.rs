@@ -1,0 +1,299 @@
+//! Running nod with a hard deadline, and assertions on what a user sees of one run.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::NOD;
+
+enum Input {
+    Null,
+    Bytes(Vec<u8>),
+    Pipe,
+}
+
+/// A nod command line, run with a hard deadline.
+pub struct Cmd {
+    home: PathBuf,
+    args: Vec<String>,
+    input: Input,
+    piped_stdout: bool,
+    nod_home: bool,
+    timeout: Duration,
+}
+
+impl Cmd {
+    pub fn new(home: &Path, args: Vec<String>) -> Cmd {
+        Cmd {
+            home: home.to_path_buf(),
+            args,
+            input: Input::Null,
+            piped_stdout: false,
+            nod_home: true,
+            timeout: Duration::from_secs(20),
+        }
+    }
+
+    /// Runs without `NOD_HOME` (HOME is still the temp dir).
+    pub fn without_nod_home(mut self) -> Cmd {
+        self.nod_home = false;
+        self
+    }
+
+    /// Feeds these bytes to stdin, then closes it.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Cmd {
+        self.input = Input::Bytes(bytes.into());
+        self
+    }
+
+    /// Leaves stdin open for the test to write (`Running::take_stdin`).
+    pub fn stdin_pipe(mut self) -> Cmd {
+        self.input = Input::Pipe;
+        self
+    }
+
+    /// Leaves stdout to the test (`Running::take_stdout`).
+    pub fn stdout_pipe(mut self) -> Cmd {
+        self.piped_stdout = true;
+        self
+    }
+
+    pub fn timeout(mut self, secs: u64) -> Cmd {
+        self.timeout = Duration::from_secs(secs);
+        self
+    }
+
+    pub fn run(self) -> Output {
+        self.spawn().wait()
+    }
+
+    pub fn spawn(self) -> Running {
+        let mut command = Command::new(NOD);
+        command.env_remove("NOD_HOME");
+        if self.nod_home {
+            command.env("NOD_HOME", &self.home);
+        }
+        command
+            .args(&self.args)
+            .env("HOME", &self.home)
+            .env_remove("NOD_LOG")
+            .env_remove("RUST_LOG")
+            .current_dir(&self.home)
+            .stdin(match self.input {
+                Input::Null => Stdio::null(),
+                _ => Stdio::piped(),
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let mut child = command.spawn().expect("start nod");
+        let stdin = child.stdin.take();
+        let stdin = match (self.input, stdin) {
+            (Input::Bytes(bytes), Some(mut pipe)) => {
+                // A thread, so a nod that does not read cannot block the test.
+                std::thread::spawn(move || {
+                    let _ = pipe.write_all(&bytes);
+                });
+                None
+            }
+            (_, stdin) => stdin,
+        };
+        let (stdout, stdout_rx) = if self.piped_stdout {
+            (child.stdout.take(), None)
+        } else {
+            (None, Some(drain(child.stdout.take().unwrap())))
+        };
+        let stderr_rx = drain(child.stderr.take().unwrap());
+        Running {
+            child: Some(child),
+            args: self.args,
+            started,
+            timeout: self.timeout,
+            stdin,
+            stdout,
+            stdout_rx,
+            stderr_rx,
+        }
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+/// A nod process in flight. Dropping it unwaited kills it.
+pub struct Running {
+    child: Option<Child>,
+    args: Vec<String>,
+    started: Instant,
+    timeout: Duration,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stdout_rx: Option<Receiver<Vec<u8>>>,
+    stderr_rx: Receiver<Vec<u8>>,
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("spawned with stdin_pipe()")
+    }
+
+    pub fn take_stdout(&mut self) -> ChildStdout {
+        self.stdout.take().expect("spawned with stdout_pipe()")
+    }
+
+    /// Waits for nod to exit within the deadline; kills it and fails the test otherwise.
+    pub fn wait(mut self) -> Output {
+        let mut child = self.child.take().unwrap();
+        self.stdin.take();
+        let deadline = self.started + self.timeout;
+        let status: Option<ExitStatus> = loop {
+            match child.try_wait().expect("wait for nod") {
+                Some(status) => break Some(status),
+                None if Instant::now() >= deadline => break None,
+                None => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let elapsed = self.started.elapsed();
+        let status = match status {
+            Some(status) => status,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let stderr = collect(&self.stderr_rx);
+                let stdout = self.stdout_rx.as_ref().map(collect).unwrap_or_default();
+                panic!(
+                    "nod {:?} did not exit within {:?}; killed it.\n--- stdout:\n{}\n--- stderr:\n{}",
+                    self.args,
+                    self.timeout,
+                    String::from_utf8_lossy(&stdout),
+                    String::from_utf8_lossy(&stderr)
+                );
+            }
+        };
+        let stdout = self.stdout_rx.as_ref().map(collect).unwrap_or_default();
+        let stderr = collect(&self.stderr_rx);
+        Output {
+            args: self.args.clone(),
+            code: status.code(),
+            stdout,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            elapsed,
+        }
+    }
+}
+
+fn collect(rx: &Receiver<Vec<u8>>) -> Vec<u8> {
+    rx.recv_timeout(Duration::from_secs(5)).expect("nod's output pipe stayed open 5 s after nod exited")
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What a user sees of one nod run.
+pub struct Output {
+    pub args: Vec<String>,
+    /// None when nod died of a signal.
+    pub code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e})\n{}", self.dump()))
+    }
+
+    /// stdout as one JSON value per line.
+    pub fn json_lines(&self) -> Vec<Value> {
+        self.text()
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("line {l:?} is not JSON ({e})\n{}", self.dump()))
+            })
+            .collect()
+    }
+
+    pub fn dump(&self) -> String {
+        let mut stdout = self.text();
+        if stdout.len() > 4000 {
+            stdout.truncate(4000);
+            stdout.push_str("...");
+        }
+        format!(
+            "nod {:?}\nexit code {:?} after {:?}\n--- stdout:\n{}\n--- stderr:\n{}",
+            self.args, self.code, self.elapsed, stdout, self.stderr
+        )
+    }
+
+    pub fn code(&self, code: i32) -> &Output {
+        assert_eq!(self.code, Some(code), "unexpected exit code\n{}", self.dump());
+        self
+    }
+
+    pub fn stdout_has(&self, needle: &str) -> &Output {
+        assert!(self.text().contains(needle), "stdout lacks {needle:?}\n{}", self.dump());
+        self
+    }
+
+    pub fn stdout_lacks(&self, needle: &str) -> &Output {
+        assert!(!self.text().contains(needle), "stdout has {needle:?}\n{}", self.dump());
+        self
+    }
+
+    pub fn stderr_has(&self, needle: &str) -> &Output {
+        assert!(self.stderr.contains(needle), "stderr lacks {needle:?}\n{}", self.dump());
+        self
+    }
+
+    pub fn stderr_lacks(&self, needle: &str) -> &Output {
+        assert!(!self.stderr.contains(needle), "stderr has {needle:?}\n{}", self.dump());
+        self
+    }
+
+    /// Some line of stderr contains every one of `needles`.
+    pub fn stderr_line_has(&self, needles: &[&str]) -> &Output {
+        assert!(
+            self.stderr.lines().any(|l| needles.iter().all(|n| l.contains(n))),
+            "no stderr line has all of {needles:?}\n{}",
+            self.dump()
+        );
+        self
+    }
+
+    pub fn within(&self, secs: f64) -> &Output {
+        assert!(
+            self.elapsed < Duration::from_secs_f64(secs),
+            "took {:?}, expected under {secs} s\n{}",
+            self.elapsed,
+            self.dump()
+        );
+        self
+    }
+}

@@ -1,0 +1,250 @@
+use serde_json::{Value, json};
+
+use crate::support::{Env, SERVER, with_method};
+
+fn call(env: &Env, tool: &str, args: &str) -> crate::support::Output {
+    env.nod(["mcp", "tool", "call", SERVER, tool, args]).run()
+}
+
+#[test]
+fn echo_prints_the_text_result() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = call(&env, "echo", r#"{"message":"hello, nod"}"#);
+    out.code(0).within(10.0);
+    assert_eq!(out.text(), "hello, nod\n", "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn add_prints_the_sum_and_json_gives_the_raw_result() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = call(&env, "add", r#"{"a":2,"b":3}"#);
+    out.code(0);
+    assert_eq!(out.text(), "5\n", "{}", out.dump());
+
+    let out = env.nod(["mcp", "tool", "call", SERVER, "add", r#"{"a":2,"b":3}"#, "--json"]).run();
+    out.code(0);
+    let result = out.json();
+    assert_eq!(result["content"][0]["type"], "text", "{}", out.dump());
+    assert_eq!(result["content"][0]["text"], "5", "{}", out.dump());
+    assert_eq!(result["structuredContent"]["sum"], 5, "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_tool_error_exits_1_with_its_text_on_stderr_naming_server_and_tool() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "fail"]).run();
+    out.code(1).stderr_has("server fx").stderr_has("tool fail").stderr_has("the fixture failed on purpose");
+    assert_eq!(out.text(), "", "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+/// The server refuses the call with a JSON-RPC error: the call failed, exit 1.
+#[test]
+fn an_unknown_tool_is_a_server_error_naming_server_and_tool() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = call(&env, "no_such_tool", "{}");
+    out.code(1).stderr_line_has(&["server fx", "no_such_tool"]).stderr_has("Unknown tool");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn progress_is_shown_on_stderr_and_the_result_printed() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = call(&env, "progress", r#"{"steps":3,"interval_ms":300}"#);
+    out.code(0).within(10.0);
+    assert_eq!(out.text(), "done 3 steps\n", "{}", out.dump());
+    for step in ["progress 1/3", "progress 2/3", "progress 3/3"] {
+        out.stderr_line_has(&["fx/progress", step]);
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn image_and_resource_link_blocks_are_summarized() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "image"]).run();
+    out.code(0).stdout_has("[image: image/png, 8 bytes]").stdout_has("[resource link: fixture://text/1 (one)]");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn the_server_gets_the_profile_environment_and_working_directory() {
+    let env = Env::new();
+    let cwd = env.path("work");
+    std::fs::create_dir(&cwd).unwrap();
+    env.fixture(&[], json!({ "environment": { "NOD_IT_GREETING": "bonjour" }, "cwd": cwd }));
+    call(&env, "env", r#"{"name":"NOD_IT_GREETING"}"#).code(0).stdout_has("bonjour");
+    let out = env.nod(["mcp", "tool", "call", SERVER, "cwd"]).run();
+    out.code(0);
+    assert_eq!(out.text().trim_end(), cwd.to_string_lossy(), "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn tool_list_follows_every_page() {
+    let env = Env::new();
+    env.fixture(&["--tools", "25", "--page-size", "10"], json!({}));
+    let out = env.nod(["mcp", "tool", "list", SERVER, "--json"]).run();
+    out.code(0);
+    let tools = out.json()["tools"].as_array().cloned().unwrap_or_default();
+    let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 15 + 25, "{}", out.dump());
+    assert!(names.contains(&"echo") && names.contains(&"tool_0024"), "{names:?}");
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), 40, "duplicate tools: {}", out.dump());
+    let pages = with_method(&env.wire(), "tools/list").len();
+    assert_eq!(pages, 4, "40 tools in pages of 10 take 4 requests");
+
+    let out = env.nod(["mcp", "tool", "list", SERVER]).run();
+    out.code(0).stdout_has("echo  Echoes its message back");
+    assert_eq!(out.text().lines().count(), 40, "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn elicit_defaults_accepts_the_form_with_its_defaults() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "elicit", "--elicit", "defaults"]).run();
+    out.code(0);
+    let answer: Value = serde_json::from_str(out.text().trim()).unwrap_or_else(|_| {
+        panic!("the fixture echoes the answer as JSON\n{}", out.dump());
+    });
+    assert_eq!(answer["action"], "accept", "{}", out.dump());
+    assert_eq!(answer["content"], json!({"name": "Ada", "age": 36, "ok": true, "color": "green"}), "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn elicit_decline_and_cancel_answer_so() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    for policy in ["decline", "cancel"] {
+        let out = env.nod(["mcp", "tool", "call", SERVER, "elicit", "--elicit", policy]).run();
+        out.code(0).stdout_has(&format!(r#""action":"{policy}""#)).stdout_lacks("Ada");
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn elicitation_without_a_policy_exits_3_with_input_required_and_cancels_the_call() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).run();
+    out.code(3).within(10.0);
+    let report = out.json();
+    assert_eq!(report["status"], "input_required", "{}", out.dump());
+    assert_eq!(report["server"], SERVER, "{}", out.dump());
+    assert_eq!(report["mode"], "form", "{}", out.dump());
+    assert_eq!(report["message"], "Please tell me your name", "{}", out.dump());
+    assert_eq!(report["requestedSchema"]["properties"]["name"]["default"], "Ada", "{}", out.dump());
+    out.stderr_line_has(&["server fx", "input"]).stderr_has("--elicit");
+    env.assert_no_leftovers();
+}
+
+/// nod-mcp(1): "fail (the default) cancels the call". The cancellation must reach the server
+/// before anything that lets the tool finish: once the elicitation is answered, a fast server
+/// completes the call first, nod sends no notifications/cancelled and drops the result.
+#[test]
+fn input_required_cancels_the_call_before_answering_the_elicitation() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    env.nod(["mcp", "tool", "call", SERVER, "elicit"]).run().code(3);
+    let wire = env.wire();
+    let call = with_method(&wire, "tools/call")[0].clone();
+    let cancel =
+        wire.iter().position(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call["id"]);
+    let answer = wire.iter().position(|m| m["method"].is_null() && m["id"] == "srv-1");
+    let Some(cancel) = cancel else {
+        panic!("the tools/call {} was never cancelled: {wire:?}", call["id"]);
+    };
+    assert!(
+        answer.is_none_or(|answer| cancel < answer),
+        "the elicitation was answered before the call was cancelled: {wire:?}"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_server_ping_is_answered() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    call(&env, "ask_client", r#"{"method":"ping"}"#).code(0).stdout_has(r#""result":{}"#);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn sampling_and_roots_requests_are_refused_with_method_not_found() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    for method in ["sampling/createMessage", "roots/list"] {
+        let out = call(&env, "ask_client", &json!({ "method": method }).to_string());
+        out.code(0).stdout_has(r#""code":-32601"#);
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_server_error_log_is_shown_naming_the_server_and_debug_logs_are_not() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    call(&env, "log", r#"{"level":"error","message":"disk on fire"}"#)
+        .code(0)
+        .stdout_has("logged")
+        .stderr_line_has(&["server fx", "disk on fire"]);
+    call(&env, "log", r#"{"level":"debug","message":"quiet detail"}"#).code(0).stderr_lacks("quiet detail");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_tool_error_with_json_prints_the_raw_result_and_exits_1() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "fail", "--json"]).run();
+    out.code(1);
+    assert_eq!(out.json()["isError"], true, "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_large_result_under_the_frame_limit_arrives_whole() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = call(&env, "big", r#"{"bytes":5000000}"#);
+    out.code(0).within(10.0);
+    assert_eq!(out.stdout.len(), 5_000_001, "{}", out.dump());
+    assert!(out.stdout[..5_000_000].iter().all(|b| *b == b'x'));
+    env.assert_no_leftovers();
+}
+
+/// nod-mcp(1): progress may extend a call's deadline, up to ten times operation_timeout_ms.
+#[test]
+fn progress_extends_the_deadline_up_to_ten_operation_timeouts() {
+    let env = Env::new();
+    env.fixture(&[], json!({ "operation_timeout_ms": 200 }));
+    // 1.2 s of work, reporting every 150 ms: each report buys another 200 ms.
+    call(&env, "progress", r#"{"steps":8,"interval_ms":150}"#).code(0).stdout_has("done 8 steps");
+    // 3 s of work is past the 2 s cap, however often it reports.
+    let out = call(&env, "progress", r#"{"steps":20,"interval_ms":150}"#);
+    out.code(2).within(5.0).stderr_line_has(&["server fx", "progress", "no answer within"]);
+    assert!(out.elapsed.as_millis() >= 1900, "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn elicitation_is_refused_on_protocol_versions_before_it() {
+    let env = Env::new();
+    env.fixture(&["--version", "2025-03-26"], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "elicit", "--elicit", "defaults"]).run();
+    out.code(0).stdout_has("-32601").stdout_lacks("accept");
+    env.assert_no_leftovers();
+}

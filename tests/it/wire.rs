@@ -1,0 +1,156 @@
+use std::collections::HashSet;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{Env, SERVER, with_method};
+
+#[test]
+fn initialize_offers_2025_11_25_as_nod_then_sends_initialized_first() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    env.nod(["mcp", "tool", "call", SERVER, "echo", r#"{"message":"x"}"#]).run().code(0);
+    let wire = env.wire();
+    let methods: Vec<&str> = wire.iter().filter_map(|m| m["method"].as_str()).collect();
+    assert_eq!(methods, ["initialize", "notifications/initialized", "tools/call"], "{wire:?}");
+    let init = &wire[0];
+    assert_eq!(init["jsonrpc"], "2.0");
+    assert_eq!(init["params"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(init["params"]["clientInfo"]["name"], "nod", "{init}");
+    assert!(init["params"]["capabilities"].is_object(), "{init}");
+    let call = &wire[2];
+    assert_eq!(call["params"]["name"], "echo");
+    assert_eq!(call["params"]["arguments"], json!({"message": "x"}));
+    assert!(!call["params"]["_meta"]["progressToken"].is_null(), "a tool call carries a progress token: {call}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn request_ids_are_never_reused() {
+    let env = Env::new();
+    env.fixture(&["--tools", "5", "--resources", "4", "--page-size", "2"], json!({}));
+    env.nod(["mcp", "list", "--connect"]).run().code(0);
+    let wire = env.wire();
+    let ids: Vec<String> =
+        wire.iter().filter(|m| m["method"].is_string() && !m["id"].is_null()).map(|m| m["id"].to_string()).collect();
+    assert!(ids.len() >= 10, "expected many paged requests: {wire:?}");
+    let unique: HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "an id was reused: {ids:?}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn jsonl_runs_calls_in_parallel_and_prints_results_in_input_order() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let sleeps = [400, 50, 300, 10, 200];
+    let input: String = sleeps.iter().map(|ms| format!("{}\n", json!({ "ms": ms }))).collect();
+    let out = env.nod(["mcp", "tool", "call", SERVER, "slow", "--jsonl", "--parallel", "3"]).stdin(input).run();
+    out.code(0);
+    let lines = out.json_lines();
+    let texts: Vec<String> =
+        lines.iter().map(|l| l["content"][0]["text"].as_str().unwrap_or("?").to_string()).collect();
+    let expected: Vec<String> = sleeps.iter().map(|ms| format!("slept {ms}")).collect();
+    assert_eq!(texts, expected, "{}", out.dump());
+    // In sequence the calls take 960 ms; three at a time about 600 ms.
+    out.within(0.9);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn jsonl_reports_a_line_that_is_not_an_object_by_number_and_exits_1() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env
+        .nod(["mcp", "tool", "call", SERVER, "echo", "--jsonl"])
+        .stdin("{\"message\":\"one\"}\n[1, 2]\n{\"message\":\"three\"}\n")
+        .run();
+    out.code(1);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 3, "{}", out.dump());
+    assert_eq!(lines[0]["content"][0]["text"], "one", "{}", out.dump());
+    let message = lines[1]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("line 2"), "{}", out.dump());
+    assert!(message.contains("object"), "{}", out.dump());
+    assert_eq!(lines[2]["content"][0]["text"], "three", "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn ctrl_c_cancels_the_call_in_flight_and_exits_130() {
+    let env = Env::new();
+    env.fixture(&[], json!({ "operation_timeout_ms": 30000 }));
+    let running = env.nod(["mcp", "tool", "call", SERVER, "hang"]).spawn();
+    let call = env.wait_for_wire("tools/call", Duration::from_secs(10));
+    // The leftover check below can see the server while it runs.
+    assert!(env.live_processes().iter().any(|p| p.2), "the running server is not visible in /proc");
+    // SAFETY: plain kill(2) on the nod process this test started.
+    unsafe { libc::kill(running.pid(), libc::SIGINT) };
+    let out = running.wait();
+    // How fast is checked by ctrl_c_exits_promptly_every_time.
+    out.code(130).within(15.0);
+    let wire = env.wire();
+    let cancels = with_method(&wire, "notifications/cancelled");
+    assert!(
+        cancels.iter().any(|c| c["params"]["requestId"] == call["id"]),
+        "the tools/call {} was not cancelled: {wire:?}",
+        call["id"]
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_grandchild_seen_running_is_gone_after_the_server_crashes() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "grandchild"], json!({}));
+    let mut running = env.nod(["mcp", "tool", "call", SERVER, "crash", "--jsonl"]).stdin_pipe().spawn();
+    env.wait_for_wire("notifications/initialized", Duration::from_secs(10));
+    let grandchild = env
+        .live_processes()
+        .into_iter()
+        .find(|(_, cmdline, direct)| !direct && cmdline.starts_with("sleep"))
+        .unwrap_or_else(|| panic!("no grandchild: {:?}", env.live_processes()));
+    let mut stdin = running.take_stdin();
+    stdin.write_all(b"{}\n").unwrap();
+    drop(stdin);
+    let out = running.wait();
+    // A lost connection is a connection error (2), even in --jsonl mode.
+    out.code(2).within(10.0).stdout_has("exit code 3");
+    // The marker in its environment finds the grandchild (pid {grandchild.0}) if it lives.
+    env.assert_no_leftovers();
+    assert!(!env.live_processes().iter().any(|p| p.0 == grandchild.0), "grandchild {grandchild:?} survived");
+}
+
+/// nod-mcp(1): Ctrl-C cancels, shuts the servers down and exits 130. Nothing in that takes
+/// long (the servers exit at EOF), so every run must end within moments, during a call or
+/// during startup alike. Repeated, because a race can make one run wait much longer.
+#[test]
+fn ctrl_c_exits_promptly_every_time() {
+    let env = Env::new();
+    let hang = env.fixture_entry(&[], json!({ "operation_timeout_ms": 30000 }));
+    let never = env.fixture_entry(&["--scenario", "never-init"], json!({ "startup_timeout_ms": 30000 }));
+    env.profile(json!({ "mcp": { "hang": hang, "never": never } }));
+    for round in 0..12 {
+        let (args, sent): (&[&str], &str) = if round % 3 == 2 {
+            (&["mcp", "tool", "list", "never"], "initialize")
+        } else {
+            (&["mcp", "tool", "call", "hang", "hang"], "tools/call")
+        };
+        let _ = std::fs::remove_file(env.record_path());
+        let running = env.nod(args).spawn();
+        env.wait_for_wire(sent, Duration::from_secs(10));
+        let signalled = Instant::now();
+        // SAFETY: plain kill(2) on the nod process this test started.
+        unsafe { libc::kill(running.pid(), libc::SIGINT) };
+        let out = running.wait();
+        out.code(130);
+        assert!(
+            signalled.elapsed() < Duration::from_secs(3),
+            "round {round}: nod took {:?} to exit after SIGINT\n{}",
+            signalled.elapsed(),
+            out.dump()
+        );
+        env.assert_no_leftovers();
+    }
+}
