@@ -11,6 +11,10 @@ mod catalog;
 mod cli;
 /// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
 mod faults;
+/// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
+mod lifecycle;
+/// `nod mcp add` and `nod mcp remove`.
+mod profile;
 /// Real MCP servers from npm: everything, filesystem, memory.
 mod real;
 /// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.

@@ -24,6 +24,7 @@ pub struct Cmd {
     piped_stdout: bool,
     nod_home: bool,
     timeout: Duration,
+    env: Vec<(String, String)>,
 }
 
 impl Cmd {
@@ -35,7 +36,14 @@ impl Cmd {
             piped_stdout: false,
             nod_home: true,
             timeout: Duration::from_secs(20),
+            env: Vec::new(),
         }
+    }
+
+    /// Sets an environment variable for nod (and so for the servers it starts).
+    pub fn env(mut self, key: &str, value: impl Into<String>) -> Cmd {
+        self.env.push((key.to_string(), value.into()));
+        self
     }
 
     /// Runs without `NOD_HOME` (HOME is still the temp dir).
@@ -82,6 +90,7 @@ impl Cmd {
             .env("HOME", &self.home)
             .env_remove("NOD_LOG")
             .env_remove("RUST_LOG")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .current_dir(&self.home)
             .stdin(match self.input {
                 Input::Null => Stdio::null(),

@@ -1,0 +1,79 @@
+//! `nod mcp add` and `nod mcp remove`: what lands in the file, and what is refused.
+
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::{Value, json};
+
+use crate::support::Env;
+
+fn read(env: &Env) -> Value {
+    serde_json::from_slice(&std::fs::read(env.path("mcp.json")).expect("profile written")).expect("profile is JSON")
+}
+
+#[test]
+fn add_writes_a_private_canonical_entry_and_keeps_the_rest() {
+    let env = Env::new();
+    std::fs::write(
+        env.path("mcp.json"),
+        r#"{"model": "m", "mcpServers": {"old": {"command": ["x"], "custom_field": {"keep": true}}}}"#,
+    )
+    .unwrap();
+    env.nod(["mcp", "add", "--env", "K=V", "fs", "npx", "-y", "@scope/server", "--read-only", "/tmp"])
+        .run()
+        .code(0)
+        .stdout_has("added server fs");
+    let root = read(&env);
+    assert_eq!(root["model"], "m");
+    assert!(root.get("mcpServers").is_none(), "the alias moves to mcp: {root}");
+    assert_eq!(root["mcp"]["old"], json!({"command": ["x"], "custom_field": {"keep": true}}));
+    assert_eq!(
+        root["mcp"]["fs"],
+        json!({"type": "stdio", "command": ["npx", "-y", "@scope/server", "--read-only", "/tmp"], "environment": {"K": "V"}})
+    );
+    let mode = std::fs::metadata(env.path("mcp.json")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    env.nod(["mcp", "add", "fs", "node", "server.js"]).run().code(0).stdout_has("replaced server fs");
+    assert_eq!(read(&env)["mcp"]["fs"]["command"], json!(["node", "server.js"]));
+    env.nod(["mcp", "add", "--transport", "http", "remote", "https://mcp.example.com/mcp"]).run().code(0);
+    assert_eq!(read(&env)["mcp"]["remote"], json!({"type": "http", "url": "https://mcp.example.com/mcp"}));
+    env.nod(["mcp", "remove", "fs"]).run().code(0).stdout_has("removed server fs");
+    assert!(read(&env)["mcp"].get("fs").is_none());
+    env.nod(["mcp", "remove", "fs"]).run().code(2).stderr_has("no server named fs");
+}
+
+#[test]
+fn add_creates_a_private_home() {
+    let env = Env::new();
+    let home = env.path("fresh/nested");
+    env.nod(["mcp", "add", "a", "x"]).env("NOD_HOME", home.display().to_string()).run().code(0);
+    let mode = std::fs::metadata(&home).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+#[test]
+fn ambiguous_or_broken_profiles_are_never_rewritten() {
+    let env = Env::new();
+    for text in [r#"{"MCP-Servers": {"a": {"command": ["x"]}}}"#, r#"{"mcp_servers": {}}"#, "{oops", "[1]"] {
+        std::fs::write(env.path("mcp.json"), text).unwrap();
+        let out = env.nod(["mcp", "add", "b", "y"]).run();
+        out.code(2);
+        assert_eq!(std::fs::read_to_string(env.path("mcp.json")).unwrap(), text, "{}", out.dump());
+        env.nod(["mcp", "remove", "a"]).run().code(2);
+        assert_eq!(std::fs::read_to_string(env.path("mcp.json")).unwrap(), text);
+    }
+    std::fs::write(env.path("mcp.json"), r#"{"MCP-Servers": {}}"#).unwrap();
+    env.nod(["mcp", "add", "b", "y"]).run().code(2).stderr_has("\"MCP-Servers\"");
+    env.nod(["mcp", "list"]).run().stderr_lacks("panicked").stdout_has("MCP-Servers");
+}
+
+#[test]
+fn bad_names_and_entries_are_refused_before_writing() {
+    let env = Env::new();
+    env.nod(["mcp", "add", "bad.name", "x"]).run().code(2).stderr_has("invalid server name");
+    env.nod(["mcp", "add", "--transport", "http", "plain", "http://example.com/mcp"])
+        .run()
+        .code(2)
+        .stderr_has("plain http");
+    env.nod(["mcp", "add", "--transport", "sse", "ftp", "ftp://example.com/"]).run().code(2);
+    assert!(!env.path("mcp.json").exists(), "nothing may be written for a refused entry");
+}
