@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Exit, print, print_json};
-use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity, Transport};
+use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity};
 use crate::dispatch::Engine;
 use crate::session::Session;
 use crate::session::catalog::{self, Kind};
@@ -117,11 +117,6 @@ fn probe(engine: &Engine, server: &ServerConfig, secrets: &[String]) -> Health {
         millis: 0,
     };
     if !server.enabled {
-        return health;
-    }
-    if !matches!(server.transport, Transport::Stdio(_)) {
-        health.state = "unsupported";
-        health.error = Some("remote servers are not supported yet".into());
         return health;
     }
     let deadline = started + server.startup_timeout;

@@ -72,6 +72,12 @@ pub enum Event {
         msgs: Vec<Message>,
         batch: bool,
     },
+    /// The transport failed one request (HTTP): fail that call only.
+    RequestFailed {
+        conn: ConnId,
+        wire_id: u64,
+        cause: String,
+    },
     Closed {
         conn: ConnId,
         cause: TransportError,
@@ -123,6 +129,9 @@ pub enum CallError {
     Disconnected(Arc<TransportError>),
     /// The request would exceed the frame cap; nothing was sent.
     TooLarge(usize),
+    /// The transport could not deliver this one request (an HTTP status, a refused
+    /// connection, a stream that ended before its answer); the connection itself lives on.
+    Transport(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -132,6 +141,7 @@ impl std::fmt::Display for CallError {
             CallError::Timeout(after) => write!(f, "no answer within {} ms", after.as_millis()),
             CallError::Cancelled(reason) => write!(f, "cancelled ({reason})"),
             CallError::Disconnected(cause) => write!(f, "{cause}"),
+            CallError::Transport(why) => f.write_str(why),
             CallError::TooLarge(n) => write!(
                 f,
                 "the request is {n} bytes, over the {} MiB frame limit; nothing was sent",
@@ -321,6 +331,11 @@ impl Dispatcher {
             Event::Shutdown { .. } => unreachable!("handled in run"),
             Event::Inbound { conn, msgs, batch } => self.inbound(conn, msgs, batch),
             Event::Closed { conn, cause } => self.closed(conn, cause),
+            Event::RequestFailed { conn, wire_id, cause } => {
+                if let Some(entry) = self.pending.remove_wire(conn, wire_id) {
+                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Transport(cause))));
+                }
+            }
         }
     }
 

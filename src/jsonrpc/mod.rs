@@ -172,7 +172,9 @@ pub fn encode_notification(method: &str, params: Option<&Value>) -> Vec<u8> {
     let mut obj = Map::new();
     obj.insert("jsonrpc".into(), "2.0".into());
     obj.insert("method".into(), method.into());
-    if let Some(params) = params {
+    // A message without params decodes to Null; it must encode without params again, since
+    // `"params": null` is not valid JSON-RPC (found by the message fuzz target).
+    if let Some(params) = params.filter(|p| !p.is_null()) {
         obj.insert("params".into(), params.clone());
     }
     line(Value::Object(obj))
@@ -240,6 +242,18 @@ mod tests {
             br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]"#;
         assert_eq!(decode(batch, false), Err(DecodeError::UnexpectedBatch));
         assert_eq!(decode(batch, true).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_notification_without_params_round_trips() {
+        // The reproducer from tests/fuzz (message target): no params must not become null.
+        let input =
+            br#"[{"jsonrpc":"2.0","method":"notifications/pr@gress","'arams":{"progressToken":1,"progress":0.5}}]"#;
+        for msg in decode(input, true).unwrap() {
+            let Message::Notification { method, params } = msg else { panic!() };
+            let line = encode_notification(&method, Some(&params));
+            assert!(decode(&line[..line.len() - 1], false).is_ok(), "{}", String::from_utf8_lossy(&line));
+        }
     }
 
     #[test]

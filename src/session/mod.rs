@@ -17,6 +17,7 @@ use crate::config::{ServerConfig, Transport};
 use crate::dispatch::{CallError, ConnShared, Engine, Event, InboundHandler, PendingCall, ProgressPolicy};
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
+use crate::transport::http::{self, HttpSpec};
 use crate::transport::{ConnId, TransportError, child::Spawn, stdio};
 
 /// How far progress notifications may stretch one tool call: this many operation timeouts.
@@ -47,16 +48,29 @@ impl Session {
         handler: Arc<dyn InboundHandler>,
     ) -> anyhow::Result<Session> {
         let deadline = Instant::now() + config.startup_timeout;
-        let stdio = match &config.transport {
-            Transport::Stdio(stdio) => stdio,
-            other => bail!("{} servers are not supported yet", other.kind()),
+        // Remote headers are resolved before anything starts: a missing variable is a
+        // configuration error for this server alone.
+        let remote = match &config.transport {
+            Transport::Http(remote) | Transport::Sse(remote) => Some(HttpSpec {
+                url: remote.url.clone(),
+                headers: resolve_headers(remote)?,
+                legacy: matches!(config.transport, Transport::Sse(_)),
+            }),
+            Transport::Stdio(_) => None,
         };
         let conn = engine.next_conn();
         let shared = Arc::new(ConnShared::default());
         let capabilities = handler.capabilities();
         engine.send(Event::Register { conn, name: config.name.clone(), handler, shared: shared.clone() });
-        let spec = Spawn { argv: stdio.argv.clone(), env: stdio.env.clone(), cwd: stdio.cwd.clone() };
-        let worker = match stdio::spawn(conn, &config.name, spec, engine.events().clone()) {
+        let started = match (&config.transport, remote) {
+            (Transport::Stdio(stdio), _) => {
+                let spec = Spawn { argv: stdio.argv.clone(), env: stdio.env.clone(), cwd: stdio.cwd.clone() };
+                stdio::spawn(conn, &config.name, spec, engine.events().clone())
+            }
+            (_, Some(spec)) => http::spawn(conn, &config.name, spec, engine.events().clone()),
+            (_, None) => unreachable!("remote entries have a spec"),
+        };
+        let worker = match started {
             Ok(worker) => worker,
             Err(err) => {
                 engine.detach(conn);
@@ -207,6 +221,24 @@ impl Drop for Session {
             self.engine.detach(self.conn);
         }
     }
+}
+
+/// Static headers, `header_env` values and the bearer token, read now from the environment.
+fn resolve_headers(remote: &crate::config::RemoteConfig) -> anyhow::Result<Vec<(String, String)>> {
+    let mut headers = remote.headers.clone();
+    for (header, var) in &remote.header_env {
+        match std::env::var(var) {
+            Ok(value) if !value.is_empty() => headers.push((header.clone(), value)),
+            _ => bail!("header {header} comes from the environment variable {var}, which is not set"),
+        }
+    }
+    if let Some(var) = &remote.bearer_token_env {
+        match std::env::var(var) {
+            Ok(token) if !token.is_empty() => headers.push(("Authorization".into(), format!("Bearer {token}"))),
+            _ => bail!("bearer_token_env names the environment variable {var}, which is not set"),
+        }
+    }
+    Ok(headers)
 }
 
 fn initialize_error(err: CallError) -> anyhow::Error {

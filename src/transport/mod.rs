@@ -3,6 +3,8 @@
 //! `Event::Inbound` and `Event::Closed`.
 
 pub mod child;
+pub mod http;
+pub mod sse;
 pub mod stdio;
 
 use std::sync::Arc;
@@ -87,7 +89,8 @@ fn write_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt:
 /// Field order is drop order: the outbox must go before the join.
 pub struct WorkerHandle {
     pub(crate) outbox: Sender<Outbound>,
-    pub(crate) waker: Arc<mio::Waker>,
+    /// Set for workers that sleep in mio (stdio); HTTP workers block on the outbox itself.
+    pub(crate) waker: Option<Arc<mio::Waker>>,
     pub(crate) thread: Option<JoinOnDrop<()>>,
 }
 
@@ -96,7 +99,9 @@ impl WorkerHandle {
         // A send to a worker that has already ended is ignored: its `Closed` event carries
         // the cause.
         if self.outbox.send(out).is_ok() {
-            let _ = self.waker.wake();
+            if let Some(waker) = &self.waker {
+                let _ = waker.wake();
+            }
         }
     }
 }

@@ -58,7 +58,7 @@ pub fn spawn(conn: ConnId, name: &str, spec: Spawn, events: Sender<Event>) -> Re
         .map_err(|e| TransportError::Io(e.to_string()))?;
     let thread = JoinOnDrop::new(thread);
     match started_rx.recv() {
-        Ok(Ok(())) => Ok(WorkerHandle { outbox, waker, thread: Some(thread) }),
+        Ok(Ok(())) => Ok(WorkerHandle { outbox, waker: Some(waker), thread: Some(thread) }),
         Ok(Err(err)) => Err(err),
         Err(_) => Err(TransportError::Io("worker thread ended during start".into())),
     }

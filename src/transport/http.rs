@@ -1,0 +1,622 @@
+//! Remote servers: Streamable HTTP (2025-03-26 and later) and legacy HTTP+SSE (2024-11-05),
+//! through ureq with rustls.
+//!
+//! The worker thread (`nod-http:<server>`) takes frames from the dispatcher. Notifications and
+//! responses are POSTed in order on the worker itself (they are answered 202 at once); each
+//! request gets its own thread, since its answer may be a long SSE stream. Streams are read
+//! with the hand-written parser in `sse`: an answer may arrive on any stream, so every message
+//! goes to the dispatcher, which matches it by id. A stream that ends before the answer to its
+//! request is resumed with GET and `Last-Event-ID` after the server's `retry` delay. A 404 to a
+//! request that carried a session id starts a fresh session and replays the request once.
+//! After `notifications/initialized` the standalone GET stream opens in the background.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use serde_json::Value;
+use ureq::Agent;
+
+use super::sse;
+use super::{ConnId, Outbound, TransportError, WorkerHandle};
+use crate::dispatch::Event;
+use crate::jsonrpc::frame::MAX_FRAME;
+use crate::jsonrpc::{self, Message};
+use crate::mcp::method;
+use crate::util::JoinOnDrop;
+
+/// What to connect to. `headers` are final: header_env and bearer tokens already resolved.
+#[derive(Clone, Debug)]
+pub struct HttpSpec {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// `type: "sse"`: the legacy 2024-11-05 transport from the start.
+    pub legacy: bool,
+}
+
+/// Resumption attempts for one request's stream before the request fails.
+const MAX_RESUMES: u32 = 5;
+/// The wait before resuming when the server gave no `retry`.
+const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
+
+pub fn spawn(conn: ConnId, name: &str, spec: HttpSpec, events: Sender<Event>) -> Result<WorkerHandle, TransportError> {
+    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build();
+    let agent: Agent = Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(15)))
+        .tls_config(tls)
+        .user_agent(concat!("nod/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into();
+    let shared = Arc::new(Shared {
+        conn,
+        name: name.to_string(),
+        agent,
+        url: spec.url.clone(),
+        headers: spec.headers,
+        events,
+        session: Mutex::new(None),
+        version: Mutex::new(None),
+        init: Mutex::new(None),
+        closed: AtomicBool::new(false),
+        get_started: AtomicBool::new(false),
+        legacy: Mutex::new(None),
+    });
+    let (outbox, inbox) = crossbeam_channel::unbounded();
+    let legacy = spec.legacy;
+    let thread = std::thread::Builder::new()
+        .name(format!("nod-http:{name}"))
+        .spawn(move || run(shared, inbox, legacy))
+        .map_err(|e| TransportError::Io(e.to_string()))?;
+    Ok(WorkerHandle { outbox, waker: None, thread: Some(JoinOnDrop::new(thread)) })
+}
+
+struct Shared {
+    conn: ConnId,
+    name: String,
+    agent: Agent,
+    url: String,
+    headers: Vec<(String, String)>,
+    events: Sender<Event>,
+    session: Mutex<Option<String>>,
+    /// The negotiated version, sent as MCP-Protocol-Version once known.
+    version: Mutex<Option<String>>,
+    /// The initialize request (wire id and frame), replayed when a session expires.
+    init: Mutex<Option<(u64, Vec<u8>)>>,
+    closed: AtomicBool,
+    get_started: AtomicBool,
+    /// Legacy mode: the endpoint to POST to, once the SSE stream announced it.
+    legacy: Mutex<Option<Legacy>>,
+}
+
+struct Legacy {
+    endpoint: Option<String>,
+    /// Frames waiting for the endpoint.
+    queued: Vec<Vec<u8>>,
+}
+
+fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
+    if legacy {
+        start_legacy(&shared, &shared.url.clone());
+    }
+    let mut requests: Vec<JoinOnDrop<()>> = Vec::new();
+    while let Ok(out) = inbox.recv() {
+        requests.retain(|t| !t.is_finished());
+        match out {
+            Outbound::Send(frame) => {
+                if shared.legacy.lock().is_ok_and(|l| l.is_some()) {
+                    legacy_send(&shared, frame);
+                    continue;
+                }
+                let head: Value = serde_json::from_slice(&frame).unwrap_or(Value::Null);
+                let method_name = head.get("method").and_then(Value::as_str).unwrap_or("");
+                match head.get("id").and_then(Value::as_u64).filter(|_| !method_name.is_empty()) {
+                    Some(id) => {
+                        if method_name == method::INITIALIZE {
+                            *lock(&shared.init) = Some((id, frame.clone()));
+                        }
+                        let worker = shared.clone();
+                        let thread = std::thread::Builder::new()
+                            .name(format!("nod-http:{}", shared.name))
+                            .spawn(move || request(&worker, id, frame));
+                        match thread {
+                            // Request threads are not joined on close: one may be blocked on
+                            // a stream the server keeps open; it ends on its next failed send.
+                            Ok(handle) => drop(handle),
+                            Err(err) => log::warn!("server {}: cannot start a request thread: {err}", shared.name),
+                        }
+                    }
+                    None => {
+                        let initialized = method_name == method::INITIALIZED;
+                        if message(&shared, &frame) && initialized {
+                            start_get_stream(&shared);
+                        }
+                    }
+                }
+            }
+            Outbound::Close => break,
+        }
+    }
+    shared.closed.store(true, Ordering::SeqCst);
+    if let Some(session) = lock(&shared.session).clone() {
+        // Ending the session is a courtesy: a server that does not allow it answers 405.
+        let req = with_headers(&shared, shared.agent.delete(&shared.url), Some(&session));
+        let _ = req.config().timeout_global(Some(Duration::from_secs(2))).build().call();
+    }
+    drop(requests);
+    let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::ClosedByClient });
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn with_headers<B>(
+    shared: &Shared,
+    mut req: ureq::RequestBuilder<B>,
+    session: Option<&str>,
+) -> ureq::RequestBuilder<B> {
+    for (name, value) in &shared.headers {
+        req = req.header(name.as_str(), value.as_str());
+    }
+    if let Some(session) = session {
+        req = req.header("Mcp-Session-Id", session);
+    }
+    if let Some(version) = lock(&shared.version).as_deref() {
+        req = req.header("MCP-Protocol-Version", version);
+    }
+    req
+}
+
+fn post(shared: &Shared, frame: &[u8]) -> Result<(ureq::http::Response<ureq::Body>, Option<String>), String> {
+    let session = lock(&shared.session).clone();
+    let req = with_headers(shared, shared.agent.post(&shared.url), session.as_deref())
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json");
+    let body = frame.strip_suffix(b"\n").unwrap_or(frame);
+    req.send(body).map(|resp| (resp, session)).map_err(|e| describe(&e))
+}
+
+fn describe(err: &ureq::Error) -> String {
+    match err {
+        ureq::Error::Timeout(_) => "the HTTP request timed out".into(),
+        ureq::Error::Io(io) => format!("connection failed: {io}"),
+        ureq::Error::HostNotFound => "host not found".into(),
+        ureq::Error::ConnectionFailed => "connection failed".into(),
+        ureq::Error::TooManyRedirects => "too many redirects".into(),
+        other => format!("HTTP error: {other}"),
+    }
+}
+
+/// POSTs a notification or a response. Returns whether the server accepted it.
+fn message(shared: &Shared, frame: &[u8]) -> bool {
+    match post(shared, frame) {
+        Ok((mut resp, _)) if resp.status().is_success() => {
+            // Some servers answer a notification with 200 and a body; read and ignore it.
+            let _ = resp.body_mut().with_config().limit(MAX_FRAME as u64).read_to_vec();
+            true
+        }
+        Ok((resp, _)) => {
+            log::warn!("server {} refused a message: HTTP {}", shared.name, resp.status().as_u16());
+            false
+        }
+        Err(err) => {
+            log::warn!("server {}: {err}", shared.name);
+            false
+        }
+    }
+}
+
+/// One request: POST, then read its answer (JSON or a stream), resuming or re-initializing
+/// as the spec says.
+fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
+    let is_init = lock(&shared.init).as_ref().is_some_and(|(init, _)| *init == id);
+    let mut replayed = false;
+    loop {
+        let (resp, sent_session) = match post(shared, &frame) {
+            Ok(answer) => answer,
+            Err(err) => return fail(shared, id, err),
+        };
+        let status = resp.status().as_u16();
+        if is_init {
+            if let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+                *lock(&shared.session) = Some(session.to_string());
+            }
+        }
+        match status {
+            200..=299 => return answer(shared, resp, Some(id)),
+            404 if sent_session.is_some() && !replayed && !is_init => {
+                log::warn!("server {}: the session expired; starting a new one", shared.name);
+                replayed = true;
+                if let Err(err) = reinitialize(shared) {
+                    return fail(shared, id, format!("the session expired and a new one could not start: {err}"));
+                }
+            }
+            400 | 404 | 405 if is_init => {
+                let mut resp = resp;
+                let body = resp.body_mut().with_config().limit(64 * 1024).read_to_vec().unwrap_or_default();
+                // A newer server answers with a JSON-RPC error; pass it on instead of
+                // falling back to the legacy transport.
+                if deliver_body(shared, &body) {
+                    return;
+                }
+                log::info!(
+                    "server {}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
+                    shared.name
+                );
+                start_legacy(shared, &shared.url.clone());
+                legacy_send(shared, frame);
+                return;
+            }
+            _ => {
+                let mut resp = resp;
+                let body = resp.body_mut().with_config().limit(64 * 1024).read_to_vec().unwrap_or_default();
+                if deliver_body(shared, &body) {
+                    return;
+                }
+                return fail(shared, id, http_failure(status));
+            }
+        }
+    }
+}
+
+fn http_failure(status: u16) -> String {
+    match status {
+        401 => "HTTP 401: the server requires authentication".into(),
+        403 => "HTTP 403: the server refused access".into(),
+        404 => "HTTP 404: no MCP endpoint at this URL".into(),
+        status => format!("HTTP {status}"),
+    }
+}
+
+/// Delivers a body if it is a JSON-RPC message (a newer server's error, say).
+fn deliver_body(shared: &Shared, body: &[u8]) -> bool {
+    match jsonrpc::decode(body, true) {
+        Ok(msgs) if msgs.iter().all(|m| matches!(m, Message::Response { .. })) && !msgs.is_empty() => {
+            deliver(shared, msgs, false);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn fail(shared: &Shared, wire_id: u64, cause: String) {
+    let _ = shared.events.send(Event::RequestFailed { conn: shared.conn, wire_id, cause });
+}
+
+/// Reads a successful answer: a JSON body or an SSE stream.
+fn answer(shared: &Shared, mut resp: ureq::http::Response<ureq::Body>, want: Option<u64>) {
+    let content_type =
+        resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    if content_type.starts_with("text/event-stream") {
+        let reader = resp.into_body().into_reader();
+        return stream(shared, reader, want, sse::Parser::default(), 0);
+    }
+    let body = match resp.body_mut().with_config().limit(MAX_FRAME as u64 + 1).read_to_vec() {
+        Ok(body) => body,
+        Err(ureq::Error::BodyExceedsLimit(_)) => {
+            if let Some(id) = want {
+                fail(shared, id, format!("the answer is larger than the {} MiB frame limit", MAX_FRAME >> 20));
+            }
+            return;
+        }
+        Err(err) => {
+            if let Some(id) = want {
+                fail(shared, id, describe(&err));
+            }
+            return;
+        }
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        if let Some(id) = want {
+            fail(shared, id, "the server answered with an empty body".into());
+        }
+        return;
+    }
+    match jsonrpc::decode(&body, true) {
+        Ok(msgs) => {
+            deliver(shared, msgs, body.first() == Some(&b'['));
+        }
+        Err(err) => {
+            if let Some(id) = want {
+                fail(shared, id, format!("the server answered with {err}"));
+            }
+        }
+    }
+}
+
+/// Reads an SSE stream to its end, delivering every message. When it ends before the answer
+/// to `want`, resumes with GET and `Last-Event-ID` after the server's retry delay.
+fn stream(shared: &Shared, mut reader: impl Read, want: Option<u64>, mut parser: sse::Parser, resumes: u32) {
+    let mut answered = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut failure = None;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) => {
+                log::debug!("server {}: stream ended: {err}", shared.name);
+                break;
+            }
+        };
+        let mut batch = Vec::new();
+        let pushed = parser.push(&buf[..n], |event| batch.push(event));
+        for event in batch {
+            // Events with empty data (priming events) only carry an id.
+            if event.data.is_empty() || (event.event != "message" && !event.event.is_empty()) {
+                continue;
+            }
+            match jsonrpc::decode(event.data.as_bytes(), true) {
+                Ok(msgs) => {
+                    answered |= want.is_some_and(|id| msgs.iter().any(|m| response_to(m, id)));
+                    if !deliver(shared, msgs, event.data.starts_with('[')) {
+                        return;
+                    }
+                }
+                Err(err) => log::warn!("server {} sent {err} in an event stream; ignored", shared.name),
+            }
+        }
+        if let Err(err) = pushed {
+            failure = Some(err.to_string());
+            break;
+        }
+        if answered || shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
+    }
+    if shared.closed.load(Ordering::SeqCst) || answered {
+        return;
+    }
+    let Some(id) = want else {
+        return resume_get(shared, parser, resumes);
+    };
+    if let Some(failure) = failure {
+        return fail(shared, id, format!("the server sent {failure}"));
+    }
+    if parser.last_id.is_none() || resumes >= MAX_RESUMES {
+        return fail(shared, id, "the server closed the stream before answering".into());
+    }
+    let delay = parser.retry.map_or(DEFAULT_RETRY, Duration::from_millis);
+    std::thread::sleep(delay);
+    match get(shared, parser.last_id.as_deref()) {
+        Ok(reader) => stream(shared, reader, Some(id), parser_after(&parser), resumes + 1),
+        Err(err) => fail(shared, id, format!("the stream ended before the answer and could not be resumed: {err}")),
+    }
+}
+
+/// A fresh parser that remembers the stream's last id and retry delay.
+fn parser_after(old: &sse::Parser) -> sse::Parser {
+    old.resumed()
+}
+
+fn response_to(msg: &Message, id: u64) -> bool {
+    matches!(msg, Message::Response { id: Some(got), .. } if got.as_u64() == Some(id))
+}
+
+/// Sends messages to the dispatcher. Learns the negotiated version from the initialize
+/// answer. Returns false once the dispatcher is gone.
+fn deliver(shared: &Shared, msgs: Vec<Message>, batch: bool) -> bool {
+    if let Some((init_id, _)) = *lock(&shared.init) {
+        for msg in &msgs {
+            if let Message::Response { id: Some(id), result: Ok(result) } = msg {
+                if id.as_u64() == Some(init_id) {
+                    if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
+                        *lock(&shared.version) = Some(version.to_string());
+                    }
+                }
+            }
+        }
+    }
+    shared.events.send(Event::Inbound { conn: shared.conn, msgs, batch }).is_ok()
+}
+
+fn get(shared: &Shared, last_id: Option<&str>) -> Result<ureq::BodyReader<'static>, String> {
+    let session = lock(&shared.session).clone();
+    let mut req =
+        with_headers(shared, shared.agent.get(&shared.url), session.as_deref()).header("Accept", "text/event-stream");
+    if let Some(last_id) = last_id {
+        req = req.header("Last-Event-ID", last_id);
+    }
+    let resp = req.call().map_err(|e| describe(&e))?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    Ok(resp.into_body().into_reader())
+}
+
+/// The standalone GET stream: server requests and notifications outside any request. A 405
+/// (or any refusal) means the server has none.
+fn start_get_stream(shared: &Arc<Shared>) {
+    if shared.get_started.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let shared = shared.clone();
+    let _ =
+        std::thread::Builder::new().name(format!("nod-sse:{}", shared.name)).spawn(move || match get(&shared, None) {
+            Ok(reader) => stream(&shared, reader, None, sse::Parser::default(), 0),
+            Err(err) => log::debug!("server {}: no standalone stream ({err})", shared.name),
+        });
+}
+
+/// The standalone stream ended: reconnect (with the last event id) while the connection lives.
+fn resume_get(shared: &Shared, parser: sse::Parser, resumes: u32) {
+    if resumes >= MAX_RESUMES || shared.closed.load(Ordering::SeqCst) {
+        return;
+    }
+    std::thread::sleep(parser.retry.map_or(DEFAULT_RETRY, Duration::from_millis));
+    if shared.closed.load(Ordering::SeqCst) {
+        return;
+    }
+    if let Ok(reader) = get(shared, parser.last_id.as_deref()) {
+        stream(shared, reader, None, parser_after(&parser), resumes + 1);
+    }
+}
+
+/// After a 404 on a session: initialize again without a session id, swallow the answer, send
+/// `notifications/initialized`.
+fn reinitialize(shared: &Arc<Shared>) -> Result<(), String> {
+    let Some((_, frame)) = lock(&shared.init).clone() else {
+        return Err("no initialize request to replay".into());
+    };
+    *lock(&shared.session) = None;
+    let (mut resp, _) = post(shared, &frame)?;
+    if !resp.status().is_success() {
+        return Err(http_failure(resp.status().as_u16()));
+    }
+    if let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        *lock(&shared.session) = Some(session.to_string());
+    }
+    // The answer is consumed here: the dispatcher already has the first session's.
+    let _ = resp.body_mut().with_config().limit(MAX_FRAME as u64).read_to_vec();
+    let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
+    if !message(shared, &initialized) {
+        return Err("the server refused notifications/initialized".into());
+    }
+    Ok(())
+}
+
+// Legacy HTTP+SSE (2024-11-05): one GET stream carries every answer; messages are POSTed to
+// the endpoint the stream announces first.
+
+fn start_legacy(shared: &Arc<Shared>, sse_url: &str) {
+    {
+        let mut legacy = lock(&shared.legacy);
+        if legacy.is_some() {
+            return;
+        }
+        *legacy = Some(Legacy { endpoint: None, queued: Vec::new() });
+    }
+    let shared = shared.clone();
+    let sse_url = sse_url.to_string();
+    let _ = std::thread::Builder::new()
+        .name(format!("nod-sse:{}", shared.name))
+        .spawn(move || legacy_stream(&shared, &sse_url));
+}
+
+fn legacy_stream(shared: &Arc<Shared>, sse_url: &str) {
+    let req = with_headers(shared, shared.agent.get(sse_url), None).header("Accept", "text/event-stream");
+    let cause = match req.call() {
+        Ok(resp) if resp.status().is_success() => {
+            let mut reader = resp.into_body().into_reader();
+            let mut parser = sse::Parser::default();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break "the server closed its event stream".to_string(),
+                    Ok(n) => n,
+                };
+                let mut batch = Vec::new();
+                if let Err(err) = parser.push(&buf[..n], |e| batch.push(e)) {
+                    break format!("the server sent {err}");
+                }
+                for event in batch {
+                    if event.event == "endpoint" {
+                        match resolve_endpoint(sse_url, event.data.trim()) {
+                            Some(endpoint) => legacy_ready(shared, endpoint),
+                            None => log::warn!("server {}: ignored an endpoint on another origin", shared.name),
+                        }
+                    } else if !event.data.is_empty() {
+                        match jsonrpc::decode(event.data.as_bytes(), true) {
+                            Ok(msgs) => {
+                                if !deliver(shared, msgs, false) {
+                                    return;
+                                }
+                            }
+                            Err(err) => log::warn!("server {} sent {err} in its event stream; ignored", shared.name),
+                        }
+                    }
+                }
+                if shared.closed.load(Ordering::SeqCst) {
+                    return;
+                }
+            }
+        }
+        Ok(resp) => http_failure(resp.status().as_u16()),
+        Err(err) => describe(&err),
+    };
+    if !shared.closed.load(Ordering::SeqCst) {
+        let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::Io(cause) });
+    }
+}
+
+fn legacy_ready(shared: &Shared, endpoint: String) {
+    let queued = {
+        let mut legacy = lock(&shared.legacy);
+        let Some(legacy) = legacy.as_mut() else { return };
+        legacy.endpoint = Some(endpoint);
+        std::mem::take(&mut legacy.queued)
+    };
+    for frame in queued {
+        legacy_send(shared, frame);
+    }
+}
+
+fn legacy_send(shared: &Shared, frame: Vec<u8>) {
+    let endpoint = {
+        let mut legacy = lock(&shared.legacy);
+        let Some(legacy) = legacy.as_mut() else { return };
+        match &legacy.endpoint {
+            Some(endpoint) => endpoint.clone(),
+            None => {
+                legacy.queued.push(frame);
+                return;
+            }
+        }
+    };
+    let req = with_headers(shared, shared.agent.post(&endpoint), None).header("Content-Type", "application/json");
+    let body = frame.strip_suffix(b"\n").unwrap_or(&frame);
+    let failed = match req.send(body) {
+        Ok(resp) if resp.status().is_success() => None,
+        Ok(resp) => Some(http_failure(resp.status().as_u16())),
+        Err(err) => Some(describe(&err)),
+    };
+    if let Some(cause) = failed {
+        let head: Value = serde_json::from_slice(&frame).unwrap_or(Value::Null);
+        match head.get("id").and_then(Value::as_u64).filter(|_| head.get("method").is_some()) {
+            Some(id) => fail(shared, id, cause),
+            None => log::warn!("server {}: a message was refused: {cause}", shared.name),
+        }
+    }
+}
+
+/// Resolves the legacy endpoint against the SSE URL; only the same origin is accepted.
+pub fn resolve_endpoint(base: &str, endpoint: &str) -> Option<String> {
+    let origin_end = base.find("://").map(|i| i + 3)?;
+    let path_start = base[origin_end..].find('/').map_or(base.len(), |i| origin_end + i);
+    let origin = &base[..path_start];
+    let resolved = if endpoint.contains("://") {
+        endpoint.to_string()
+    } else if endpoint.starts_with('/') {
+        format!("{origin}{endpoint}")
+    } else {
+        let path = &base[path_start..];
+        let path = path.split(['?', '#']).next().unwrap_or("");
+        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+        let dir = if dir.is_empty() { "/" } else { dir };
+        format!("{origin}{dir}{endpoint}")
+    };
+    let same = resolved.get(..origin.len()).is_some_and(|o| o.eq_ignore_ascii_case(origin))
+        && matches!(resolved.as_bytes().get(origin.len()), None | Some(b'/' | b'?'));
+    same.then_some(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_endpoint;
+
+    #[test]
+    fn endpoints_resolve_on_the_same_origin_only() {
+        let base = "http://127.0.0.1:3000/sse";
+        assert_eq!(
+            resolve_endpoint(base, "/message?sessionId=1").as_deref(),
+            Some("http://127.0.0.1:3000/message?sessionId=1")
+        );
+        assert_eq!(resolve_endpoint("http://h:1/a/sse", "msg").as_deref(), Some("http://h:1/a/msg"));
+        assert_eq!(resolve_endpoint(base, "http://127.0.0.1:3000/m").as_deref(), Some("http://127.0.0.1:3000/m"));
+        assert_eq!(resolve_endpoint(base, "http://evil.example/m"), None);
+        assert_eq!(resolve_endpoint(base, "http://127.0.0.1:30001/m"), None);
+    }
+}
