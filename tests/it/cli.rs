@@ -320,25 +320,29 @@ fn an_unknown_field_warns_and_the_server_still_works() {
 }
 
 #[test]
-fn a_remote_entry_is_unsupported_and_its_url_never_shown() {
+fn a_remote_server_that_cannot_be_reached_fails_without_showing_its_url() {
     let env = Env::new();
+    // Port 1 on loopback: nothing listens, so the connection is refused at once.
     env.profile(json!({ "mcp": {
-        "rem": { "url": "https://hidden-host.example.com/mcp?key=k3y-9d2e" },
+        "rem": { "url": "http://127.0.0.1:1/mcp?key=k3y-9d2e" },
         SERVER: env.fixture_entry(&[], json!({})),
     }}));
-    for args in [
-        &["mcp", "list", "--connect"][..],
-        &["mcp", "list", "--connect", "--json"],
-        &["mcp", "list"],
-        &["mcp", "list", "--json"],
+    for (args, code) in [
+        (&["mcp", "list", "--connect"][..], 2),
+        (&["mcp", "list", "--connect", "--json"], 2),
+        (&["mcp", "list"], 0),
+        (&["mcp", "list", "--json"], 0),
     ] {
         let out = env.nod(args).run();
-        out.code(0);
-        assert_no_secret(&out, &["hidden-host", "k3y-9d2e"]);
+        out.code(code);
+        assert_no_secret(&out, &["127.0.0.1:1", "k3y-9d2e"]);
     }
     let out = env.nod(["mcp", "list", "--connect", "--json"]).run();
-    assert_eq!(server(&out.json(), "rem")["state"], "unsupported", "{}", out.dump());
-    env.nod(["mcp", "tool", "list", "rem"]).run().code(2).stderr_line_has(&["server rem", "not supported"]);
+    assert_eq!(server(&out.json(), "rem")["state"], "failed", "{}", out.dump());
+    assert_eq!(server(&out.json(), SERVER)["state"], "ready", "{}", out.dump());
+    let out = env.nod(["mcp", "tool", "list", "rem"]).run();
+    out.code(2).stderr_line_has(&["server rem", "connection failed"]);
+    assert_no_secret(&out, &["127.0.0.1:1", "k3y-9d2e"]);
     env.assert_no_leftovers();
 }
 
