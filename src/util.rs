@@ -105,9 +105,13 @@ fn redact_urls(text: &str) -> String {
     let mut rest = text;
     while let Some(pos) = rest.find("://") {
         let before = &rest[..pos];
+        // The scheme starts after the last character that cannot be part of one (which may
+        // be several bytes long: found by the message fuzz target).
         let scheme_start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         if scheme_start == pos {
             out.push_str(&rest[..pos + 3]);
             rest = &rest[pos + 3..];
@@ -198,6 +202,8 @@ mod tests {
         let text = "failed: token s3cr3t-canary at https://user:pw@example.com/mcp?x=1 (retry)";
         assert_eq!(redact(text, &secrets), "failed: token [redacted] at <url> (retry)");
         assert_eq!(redact("no scheme ://here", &[]), "no scheme ://here");
+        // The reproducer from tests/fuzz (message target): a multi-byte character before "://".
+        assert_eq!(redact("{\"&[{\u{595}so://x", &[]), "{\"&[{\u{595}<url>");
     }
 
     #[test]
