@@ -179,7 +179,7 @@ impl Health {
         }
         if let Some(name) = &self.server_name {
             out.push_str(&format!(" server={}", crate::util::terminal_safe(name)));
-            if let Some(v) = &self.server_version {
+            if let Some(v) = self.server_version.as_ref().filter(|v| !v.is_empty()) {
                 out.push_str(&format!("@{}", crate::util::terminal_safe(v)));
             }
         }

@@ -17,6 +17,8 @@ mod lifecycle;
 mod profile;
 /// Real MCP servers from npm: everything, filesystem, memory.
 mod real;
+/// Real servers over HTTP and SSE: server-everything and the Python SDK (stdio too).
+mod real_http;
 /// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.
 mod tools;
 /// `--jsonl` streams, Ctrl-C, and what goes over the wire.
