@@ -228,11 +228,11 @@ fn roff(text: &str) -> String {
         .join("\n")
 }
 
-const NOD_DESCRIPTION: &str = "nod is a command-line agent whose every capability comes from MCP (Model Context Protocol) servers. It starts local servers over stdio and talks to them with newline-delimited JSON-RPC, negotiating protocol 2025-11-25 (and accepting 2025-06-18, 2025-03-26 and 2024-11-05).
+const NOD_DESCRIPTION: &str = "nod is a command-line agent whose every capability comes from MCP (Model Context Protocol) servers. It starts local servers over stdio (newline-delimited JSON-RPC) and talks to remote ones over Streamable HTTP or the legacy HTTP+SSE transport, negotiating protocol 2025-11-25 (and accepting 2025-06-18, 2025-03-26 and, for stdio and legacy SSE, 2024-11-05).
 
 Servers are configured in a private profile, $NOD_HOME/mcp.json (by default ~/.nod/mcp.json). nod mcp uses them from the shell without a model; see nod-mcp(1).
 
-The interactive shell, nod ask, nod acp and remote servers are not built yet.";
+The interactive shell, nod ask, nod acp and OAuth are not built yet.";
 
 const MCP_DESCRIPTION: &str = "nod mcp manages and uses the MCP servers of the profile without the shell or a model. Each command that needs a server starts it, runs the MCP handshake within the entry's startup_timeout_ms, does its work with operation_timeout_ms per request, and shuts the server down: stdin is closed, then after 1 s SIGTERM goes to the server's process group, then after another 1 s SIGKILL; the process is always reaped.
 
@@ -248,7 +248,9 @@ const PROFILE: &str = "The profile is a JSON object with one \"mcp\" map from se
 
 A local entry has \"type\": \"stdio\" (or \"local\"), and \"command\": [\"program\", \"arg\", ...]; the compatibility form \"command\": \"program\" with \"args\": [...] also works. \"environment\" (or its alias \"env\") maps variable names to string values that override the inherited environment. \"cwd\" sets the working directory.
 
-A remote entry has \"type\": \"http\" (Streamable HTTP) or \"sse\" (legacy HTTP+SSE) and a \"url\", plus optionally \"headers\", \"header_env\", \"bearer_token_env\" and \"oauth\". A literal Authorization header is rejected. Remote entries are checked now and connect in a later release.
+A remote entry has \"type\": \"http\" (Streamable HTTP) or \"sse\" (legacy HTTP+SSE) and a \"url\", plus optionally \"headers\", \"header_env\", \"bearer_token_env\" and \"oauth\". \"headers\" are sent as they are; \"header_env\" maps a header name to an environment variable read when nod connects; \"bearer_token_env\" names a variable holding a bearer token. A missing variable fails that server alone, naming the variable, never a value. A literal Authorization header is rejected. Header values never appear in output or logs. The URL must be https, or http to localhost, 127.0.0.1 or [::1].
+
+Over Streamable HTTP nod keeps the Mcp-Session-Id the server assigns and sends MCP-Protocol-Version on every request after initialize; answers may be JSON or SSE streams; a stream that ends before its answer is resumed with Last-Event-ID after the server's retry delay; a 404 on an expired session starts a new one and replays the request once; the session is ended with DELETE. An http entry whose initialize gets 400, 404 or 405 (without a JSON-RPC error) falls back to legacy HTTP+SSE. Proxies come from the usual HTTP_PROXY, HTTPS_PROXY and NO_PROXY variables; TLS uses the system's roots.
 
 Every entry may set \"enabled\" (default true), \"required\" (default false), \"startup_timeout_ms\" (default 30000: start, handshake and first discovery), \"operation_timeout_ms\" (default 60000: each request) and \"restart_limit\" (default 1, stdio only). A broken entry is reported with its name and the fix, and the other entries still load; unknown fields give a warning.";
 
