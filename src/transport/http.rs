@@ -38,6 +38,8 @@ pub struct HttpSpec {
 
 /// Resumption attempts for one request's stream before the request fails.
 const MAX_RESUMES: u32 = 5;
+/// How long the first request after `notifications/initialized` waits for the GET stream.
+const GET_STREAM_WAIT: Duration = Duration::from_millis(500);
 /// The wait before resuming when the server gave no `retry`.
 const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
 
@@ -131,7 +133,11 @@ fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
                     None => {
                         let initialized = method_name == method::INITIALIZED;
                         if message(&shared, &frame) && initialized {
-                            start_get_stream(&shared);
+                            // The next request waits (bounded) until the server has answered
+                            // the GET: a server may send what a request triggers on the GET
+                            // stream only, and drops it when that stream is not open yet.
+                            let opened = start_get_stream(&shared);
+                            let _ = opened.recv_timeout(GET_STREAM_WAIT);
                         }
                     }
                 }
@@ -428,17 +434,23 @@ fn get(shared: &Shared, last_id: Option<&str>) -> Result<ureq::BodyReader<'stati
 }
 
 /// The standalone GET stream: server requests and notifications outside any request. A 405
-/// (or any refusal) means the server has none.
-fn start_get_stream(shared: &Arc<Shared>) {
+/// (or any refusal) means the server has none. The returned channel disconnects once the
+/// server has answered the GET, either way.
+fn start_get_stream(shared: &Arc<Shared>) -> Receiver<()> {
+    let (answered, opened) = crossbeam_channel::bounded::<()>(0);
     if shared.get_started.swap(true, Ordering::SeqCst) {
-        return;
+        return opened;
     }
     let shared = shared.clone();
-    let _ =
-        std::thread::Builder::new().name(format!("nod-sse:{}", shared.name)).spawn(move || match get(&shared, None) {
+    let _ = std::thread::Builder::new().name(format!("nod-sse:{}", shared.name)).spawn(move || {
+        let result = get(&shared, None);
+        drop(answered);
+        match result {
             Ok(reader) => stream(&shared, reader, None, sse::Parser::default(), 0),
             Err(err) => log::debug!("server {}: no standalone stream ({err})", shared.name),
-        });
+        }
+    });
+    opened
 }
 
 /// The standalone stream ended: reconnect (with the last event id) while the connection lives.

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The client command that the MCP conformance harness runs for each scenario:
+#
+#   /bin/sh -c "exec bash tests/conformance/adapter.sh <server-url>"
+#
+# The server URL is the last argument; MCP_CONFORMANCE_SCENARIO names the scenario (and, for
+# four auth scenarios, MCP_CONFORMANCE_CONTEXT holds credentials as JSON). The adapter writes a
+# private nod profile with one Streamable HTTP server "test" at that URL and then execs real nod
+# commands, so the harness's SIGTERM (sent on its --timeout) reaches nod itself.
+#
+# Environment: NOD_BIN (the nod binary; default nod on PATH), NOD_CONFORMANCE_TMP (run.sh's
+# folder for the temporary NOD_HOMEs, which run.sh removes; without it the adapter removes its
+# own NOD_HOME once nod has exited).
+set -euo pipefail
+
+[ "$#" -ge 1 ] || { echo "adapter: usage: adapter.sh <server-url> (run by the conformance harness)" >&2; exit 2; }
+url="${!#}"
+scenario="${MCP_CONFORMANCE_SCENARIO:-}"
+nod="${NOD_BIN:-nod}"
+
+# The harness hands out http://localhost:PORT[/mcp]; refuse anything that would need escaping
+# inside the JSON profile.
+case "$url" in
+  http://* | https://*) ;;
+  *) echo "adapter: the last argument is not a URL: $url" >&2; exit 2 ;;
+esac
+case "$url" in
+  *[\"\\[:space:][:cntrl:]]*) echo "adapter: unexpected characters in the URL: $url" >&2; exit 2 ;;
+esac
+
+if [ -n "${NOD_CONFORMANCE_TMP:-}" ]; then
+  mkdir -p "$NOD_CONFORMANCE_TMP"
+  home="$(mktemp -d "$NOD_CONFORMANCE_TMP/home.XXXXXX")"
+else
+  home="$(mktemp -d "${TMPDIR:-/tmp}/nod-conformance-home.XXXXXX")"
+  # exec replaces this shell with nod (same pid), so a detached watcher removes the folder once
+  # that pid is gone. Its stdio must not hold the harness's pipes open.
+  pid=$$
+  (while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done; rm -rf "$home") </dev/null >/dev/null 2>&1 &
+fi
+export NOD_HOME="$home"
+printf '{"mcp": {"test": {"type": "http", "url": "%s"}}}\n' "$url" >"$NOD_HOME/mcp.json"
+chmod 600 "$NOD_HOME/mcp.json"
+
+# A nod step that is not the last one (the last is exec'd): forward SIGTERM/SIGINT to it so
+# nothing outlives a harness timeout.
+child=""
+trap '[ -z "$child" ] || kill -TERM "$child" 2>/dev/null; exit 143' TERM INT
+step() {
+  "$@" </dev/null &
+  child=$!
+  local rc=0
+  wait "$child" || rc=$?
+  child=""
+  return "$rc"
+}
+
+# Each case ends in `exec`; stdin is /dev/null so nod never waits on the harness's open pipe.
+case "$scenario" in
+  initialize)
+    # The mock checks only the initialize request (mcp-client-initialization: protocolVersion
+    # 2025-06-18 or 2025-11-25, non-empty clientInfo.name and .version) and that the client exits
+    # 0. It declares no capabilities, so `tool list` connects, lists nothing and exits 0, while a
+    # connection error exits 2. (`nod mcp list --connect` would exit 0 even when the server was
+    # skipped, and an initialize that is never sent passes vacuously; run.sh needs a SUCCESS.)
+    exec "$nod" mcp tool list test </dev/null
+    ;;
+  tools_call)
+    # Stateless SDK server at /mcp with one tool add_numbers {a: number, b: number} (both
+    # required). The only check, tool-add-numbers, is SUCCESS when the tool is called.
+    exec "$nod" mcp tool call test add_numbers '{"a": 5, "b": 10}' </dev/null
+    ;;
+  elicitation-sep1034-client-defaults)
+    # Stateful SDK server. Calling test_client_elicitation_defaults makes the server send
+    # elicitation/create with no related request, so it goes out ONLY on the standalone GET SSE
+    # stream (nod must open it after notifications/initialized and declare the elicitation
+    # capability). Five checks want the accepted content to hold every default: name "John Doe",
+    # age 30, score 95.5, status "active" (enum member), verified true. --elicit defaults
+    # accepts the form filled with its defaults.
+    exec "$nod" mcp tool call test test_client_elicitation_defaults '{}' --elicit defaults </dev/null
+    ;;
+  sse-retry)
+    # Hand-written server (negotiates 2025-03-26). tools/call test_reconnection gets an SSE
+    # stream with one priming event (id, retry: 500, empty data) that is closed after 50 ms with
+    # no result; nod must GET with Last-Event-ID 450-700 ms after the close and read the result
+    # from that GET stream.
+    exec "$nod" mcp tool call test test_reconnection '{}' </dev/null
+    ;;
+  auth/*)
+    # Not implemented in nod yet; what each auth scenario will need (0.1.16). Every one serves
+    # a stateless SDK server at /mcp behind bearer auth (401 + WWW-Authenticate, GET /mcp -> 404)
+    # with one tool test-tool {type: object}, and a mock authorization server whose /authorize
+    # answers an immediate 302 to redirect_uri?code=...&state=... (no browser), token
+    # test-token-<ms>, never a refresh_token. PKCE S256 and the RFC 8707 resource parameter are
+    # checked everywhere. So nod needs a headless authorize (follow or read the 302) and,
+    # probably, adapter options derived from MCP_CONFORMANCE_CONTEXT:
+    #   auth/metadata-default      PRM from WWW-Authenticate resource_metadata (path-based);
+    #                              never GET the root PRM first (prm-priority-order); DCR.
+    #   auth/metadata-var1         no resource_metadata: derive the path-based PRM URL; AS
+    #                              metadata only at /.well-known/openid-configuration.
+    #   auth/metadata-var2         path-based PRM 404 -> root PRM; AS issuer .../tenant1, metadata
+    #                              at /.well-known/oauth-authorization-server/tenant1 only.
+    #   auth/metadata-var3         PRM only via resource_metadata (custom path); AS metadata at
+    #                              /tenant1/.well-known/openid-configuration.
+    #   auth/basic-cimd            client_id must be https://conformance-test.local/client-metadata.json
+    #                              (CIMD supported by the AS); another client_id is a WARNING.
+    #   auth/scope-from-www-authenticate   request scope="mcp:basic" from the 401 header.
+    #   auth/scope-from-scopes-supported   request all of PRM scopes_supported.
+    #   auth/scope-omitted-when-undefined  send no scope.
+    #   auth/scope-step-up         tools/list -> 401 scope mcp:basic; tools/call -> 403
+    #                              insufficient_scope "mcp:basic mcp:write": re-authorize. Needs a
+    #                              tools/list AND a tools/call (the two steps below).
+    #   auth/scope-retry-limit     403 on every token: stop after at most 3 authorizations
+    #                              (non-zero exit allowed).
+    #   auth/token-endpoint-auth-basic|post|none   use the token_endpoint_auth_method that DCR
+    #                              returns (Basic header / form client_secret / neither).
+    #   auth/pre-registration      no registration_endpoint: client_id/client_secret from
+    #                              MCP_CONFORMANCE_CONTEXT, client_secret_basic.
+    #   auth/2025-03-26-oauth-metadata-backcompat  no PRM; AS metadata on the MCP origin with
+    #                              issuer .../oauth (mismatch must be tolerated).
+    #   auth/2025-03-26-oauth-endpoint-fallback    no metadata at all: /register, /authorize,
+    #                              /token at the MCP origin.
+    #   auth/resource-mismatch     PRM resource is https://evil.example.com/mcp: abort before
+    #                              any authorization request (non-zero exit allowed).
+    #   auth/offline-access-scope  DCR grant_types must include refresh_token (else WARNING);
+    #                              request offline_access.
+    #   auth/offline-access-not-supported  must not request offline_access.
+    #   auth/client-credentials-jwt    client_credentials + private_key_jwt (ES256, PEM from the
+    #                              context, aud = AS issuer).
+    #   auth/client-credentials-basic  client_credentials + client_secret_basic from the context.
+    #   auth/cross-app-access-complete-flow  token exchange at the context's IdP, then
+    #                              jwt-bearer grant at the AS.
+    step "$nod" mcp tool list test
+    exec "$nod" mcp tool call test test-tool '{}' </dev/null
+    ;;
+  *)
+    # A scenario this adapter does not know yet: connect and list tools. Add a case above with
+    # the tools/call the scenario checks for.
+    exec "$nod" mcp tool list test </dev/null
+    ;;
+esac
