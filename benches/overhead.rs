@@ -83,6 +83,23 @@ fn main() {
         || raw(&["list", "--tools", "1000", "--page-size", "100"]),
     ));
 
+    if let Some(server) = Everything::start() {
+        let url = format!("http://127.0.0.1:{}/mcp", server.port);
+        std::fs::write(
+            home.path().join("mcp.json"),
+            json!({ "mcp": { "web": { "type": "http", "url": url } } }).to_string(),
+        )
+        .expect("write profile");
+        let lines: String = (0..500).map(|i| format!("{{\"message\":\"m{i}\"}}\n")).collect();
+        let port = server.port.to_string();
+        rows.push(bench(
+            "500 sequential echo calls, Streamable HTTP",
+            reps(3),
+            || nod(home.path(), &["mcp", "tool", "call", "web", "echo", "--jsonl"], Some(&lines)),
+            || raw(&["http", &port, "500"]),
+        ));
+    }
+
     write_profile(home.path(), &[("fast", &cold_args)]);
     let rss = (0..reps(5)).map(|_| rss_of(home.path(), &["mcp", "tool", "list", "fast"])).max().unwrap_or(0);
 
@@ -161,6 +178,7 @@ fn raw_main(args: &[String]) {
         "calls" => raw_calls(n(1), n(2)),
         "big" => raw_big(n(1)),
         "many" => raw_many(n(1)),
+        "http" => raw_http(n(1), n(2)),
         other => panic!("unknown raw workload {other}"),
     }
 }
@@ -337,4 +355,87 @@ fn raw_many(n: usize) {
         })
         .collect();
     threads.into_iter().for_each(|t| t.join().expect("raw client"));
+}
+
+/// server-everything in Streamable HTTP mode on a free loopback port, when npm installed it.
+struct Everything {
+    child: Child,
+    port: u16,
+}
+
+impl Everything {
+    fn start() -> Option<Everything> {
+        let npm = std::env::var_os("NOD_TEST_NPM").map(std::path::PathBuf::from).unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/npm")
+        });
+        let index = npm.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        if !index.exists() {
+            eprintln!("skipping the HTTP workload: server-everything is not installed ({})", index.display());
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let loopback = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/node/loopback.cjs");
+        let child = Command::new("node")
+            .arg("-r")
+            .arg(loopback)
+            .arg(index)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let server = Everything { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                eprintln!("skipping the HTTP workload: server-everything did not start");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(server)
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The raw HTTP client: initialize, then `n` sequential tools/call POSTs, reading JSON or the
+/// first SSE data line of each answer.
+fn raw_http(port: usize, n: usize) {
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let post = |session: Option<&str>, body: &Value| -> (Option<String>, Value) {
+        let mut req = agent
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json");
+        if let Some(session) = session {
+            req = req.header("Mcp-Session-Id", session).header("MCP-Protocol-Version", "2025-11-25");
+        }
+        let mut resp = req.send(body.to_string().as_bytes()).expect("post");
+        let session = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let text = resp.body_mut().read_to_string().expect("body");
+        let data = text.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| !d.is_empty())).unwrap_or(&text);
+        (session, serde_json::from_str(data).unwrap_or(Value::Null))
+    };
+    let (session, _) = post(
+        None,
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}),
+    );
+    let session = session.expect("a session id");
+    post(Some(&session), &json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    for i in 0..n {
+        let (_, answer) = post(
+            Some(&session),
+            &json!({"jsonrpc":"2.0","id":i + 1,"method":"tools/call","params":{"name":"echo","arguments":{"message":format!("m{i}")}}}),
+        );
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let _ = agent.delete(&url).header("Mcp-Session-Id", &session).call();
 }

@@ -4,8 +4,17 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let default = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
-    env_logger::Builder::from_env(env_logger::Env::new().filter_or("NOD_LOG", default))
+    let filter = std::env::var("NOD_LOG").or_else(|_| std::env::var("RUST_LOG")).unwrap_or_else(|_| "warn".into());
+    let mut logger = env_logger::Builder::new();
+    logger.parse_filters(&filter);
+    if filter.to_ascii_lowercase().contains("trace") {
+        // The HTTP stack's trace level dumps raw requests, headers and credentials included:
+        // it is held at debug whatever the filter says.
+        for module in ["ureq", "ureq_proto", "rustls"] {
+            logger.filter_module(module, log::LevelFilter::Debug);
+        }
+    }
+    logger
         .format(|buf, record| {
             let level = record.level().as_str().to_ascii_lowercase();
             // Log lines may quote server output: secrets are scrubbed here too.

@@ -55,6 +55,7 @@ impl Session {
                 url: remote.url.clone(),
                 headers: resolve_headers(remote)?,
                 legacy: matches!(config.transport, Transport::Sse(_)),
+                message_timeout: config.operation_timeout.min(http::MESSAGE_TIMEOUT),
             }),
             Transport::Stdio(_) => None,
         };
@@ -246,6 +247,11 @@ fn initialize_error(err: CallError) -> anyhow::Error {
         CallError::Timeout(after) => {
             anyhow!("no answer to initialize within {} ms (startup_timeout_ms)", after.as_millis())
         }
+        // Servers of MCP 2026-07-28 refuse the 2025 handshake with these codes.
+        CallError::Rpc(error) if matches!(error.code, -32020 | -32022 | -32601) => anyhow!(
+            "the server requires a newer MCP revision (2026-07-28), which nod does not implement; it said: {}",
+            crate::util::one_line(&error.message)
+        ),
         CallError::Rpc(error) => {
             anyhow!("the server refused initialize: {}", crate::util::one_line(&error.to_string()))
         }

@@ -34,6 +34,9 @@ pub struct HttpSpec {
     pub headers: Vec<(String, String)>,
     /// `type: "sse"`: the legacy 2024-11-05 transport from the start.
     pub legacy: bool,
+    /// The bound on one notification or response POST (they are answered at once): the
+    /// server's operation timeout, at most 10 s.
+    pub message_timeout: Duration,
 }
 
 /// Resumption attempts for one request's stream before the request fails.
@@ -47,6 +50,9 @@ pub fn spawn(conn: ConnId, name: &str, spec: HttpSpec, events: Sender<Event>) ->
     let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build();
     let agent: Agent = Agent::config_builder()
         .http_status_as_error(false)
+        // Redirects are followed by nod itself (same origin only): ureq would send the
+        // configured headers to another origin, and does not re-send a POST body.
+        .max_redirects(0)
         .timeout_connect(Some(Duration::from_secs(15)))
         .tls_config(tls)
         .user_agent(concat!("nod/", env!("CARGO_PKG_VERSION")))
@@ -65,6 +71,7 @@ pub fn spawn(conn: ConnId, name: &str, spec: HttpSpec, events: Sender<Event>) ->
         closed: AtomicBool::new(false),
         get_started: AtomicBool::new(false),
         legacy: Mutex::new(None),
+        message_timeout: spec.message_timeout,
     });
     let (outbox, inbox) = crossbeam_channel::unbounded();
     let legacy = spec.legacy;
@@ -91,6 +98,7 @@ struct Shared {
     get_started: AtomicBool,
     /// Legacy mode: the endpoint to POST to, once the SSE stream announced it.
     legacy: Mutex<Option<Legacy>>,
+    message_timeout: Duration,
 }
 
 struct Legacy {
@@ -176,13 +184,50 @@ fn with_headers<B>(
     req
 }
 
-fn post(shared: &Shared, frame: &[u8]) -> Result<(ureq::http::Response<ureq::Body>, Option<String>), String> {
+type Response = ureq::http::Response<ureq::Body>;
+
+/// POSTs a frame to the server URL. `limit` bounds the whole exchange (notifications).
+fn post(shared: &Shared, frame: &[u8], limit: Option<Duration>) -> Result<(Response, Option<String>), String> {
     let session = lock(&shared.session).clone();
-    let req = with_headers(shared, shared.agent.post(&shared.url), session.as_deref())
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json");
     let body = frame.strip_suffix(b"\n").unwrap_or(frame);
-    req.send(body).map(|resp| (resp, session)).map_err(|e| describe(&e))
+    let resp = follow(&shared.url, |url| {
+        let req = with_headers(shared, shared.agent.post(url), session.as_deref())
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json");
+        match limit {
+            Some(limit) => req.config().timeout_global(Some(limit)).build().send(body),
+            None => req.send(body),
+        }
+    })?;
+    Ok((resp, session))
+}
+
+/// The most redirects nod follows for one request.
+const MAX_REDIRECTS: usize = 5;
+/// The longest a notification or response POST may take: they are answered at once (202).
+pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends a request, following redirects on the same origin only (the method and body are
+/// kept, as for 307). A redirect to another origin is refused: the configured headers and
+/// credentials belong to the configured server.
+fn follow(start: &str, mut send: impl FnMut(&str) -> Result<Response, ureq::Error>) -> Result<Response, String> {
+    let mut url = start.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        let resp = send(&url).map_err(|e| describe(&e))?;
+        if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+            return Ok(resp);
+        }
+        let Some(location) = resp.headers().get("location").and_then(|v| v.to_str().ok()) else {
+            return Ok(resp);
+        };
+        url = match resolve_endpoint(&url, location.trim()) {
+            Some(next) => next,
+            None => {
+                return Err("the server redirected to another origin; nod does not follow that with its headers".into());
+            }
+        };
+    }
+    Err("too many redirects".into())
 }
 
 fn describe(err: &ureq::Error) -> String {
@@ -198,7 +243,7 @@ fn describe(err: &ureq::Error) -> String {
 
 /// POSTs a notification or a response. Returns whether the server accepted it.
 fn message(shared: &Shared, frame: &[u8]) -> bool {
-    match post(shared, frame) {
+    match post(shared, frame, Some(shared.message_timeout)) {
         Ok((mut resp, _)) if resp.status().is_success() => {
             // Some servers answer a notification with 200 and a body; read and ignore it.
             let _ = resp.body_mut().with_config().limit(MAX_FRAME as u64).read_to_vec();
@@ -221,7 +266,7 @@ fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
     let is_init = lock(&shared.init).as_ref().is_some_and(|(init, _)| *init == id);
     let mut replayed = false;
     loop {
-        let (resp, sent_session) = match post(shared, &frame) {
+        let (resp, sent_session) = match post(shared, &frame, None) {
             Ok(answer) => answer,
             Err(err) => return fail(shared, id, err),
         };
@@ -272,7 +317,7 @@ fn http_failure(status: u16) -> String {
     match status {
         401 => "HTTP 401: the server requires authentication".into(),
         403 => "HTTP 403: the server refused access".into(),
-        404 => "HTTP 404: no MCP endpoint at this URL".into(),
+        404 => "HTTP 404: no MCP endpoint at this URL, or the session ended".into(),
         status => format!("HTTP {status}"),
     }
 }
@@ -421,12 +466,14 @@ fn deliver(shared: &Shared, msgs: Vec<Message>, batch: bool) -> bool {
 
 fn get(shared: &Shared, last_id: Option<&str>) -> Result<ureq::BodyReader<'static>, String> {
     let session = lock(&shared.session).clone();
-    let mut req =
-        with_headers(shared, shared.agent.get(&shared.url), session.as_deref()).header("Accept", "text/event-stream");
-    if let Some(last_id) = last_id {
-        req = req.header("Last-Event-ID", last_id);
-    }
-    let resp = req.call().map_err(|e| describe(&e))?;
+    let resp = follow(&shared.url, |url| {
+        let mut req =
+            with_headers(shared, shared.agent.get(url), session.as_deref()).header("Accept", "text/event-stream");
+        if let Some(last_id) = last_id {
+            req = req.header("Last-Event-ID", last_id);
+        }
+        req.call()
+    })?;
     if !resp.status().is_success() {
         return Err(format!("HTTP {}", resp.status().as_u16()));
     }
@@ -474,7 +521,7 @@ fn reinitialize(shared: &Arc<Shared>) -> Result<(), String> {
         return Err("no initialize request to replay".into());
     };
     *lock(&shared.session) = None;
-    let (mut resp, _) = post(shared, &frame)?;
+    let (mut resp, _) = post(shared, &frame, None)?;
     if !resp.status().is_success() {
         return Err(http_failure(resp.status().as_u16()));
     }
@@ -509,8 +556,10 @@ fn start_legacy(shared: &Arc<Shared>, sse_url: &str) {
 }
 
 fn legacy_stream(shared: &Arc<Shared>, sse_url: &str) {
-    let req = with_headers(shared, shared.agent.get(sse_url), None).header("Accept", "text/event-stream");
-    let cause = match req.call() {
+    let opened = follow(sse_url, |url| {
+        with_headers(shared, shared.agent.get(url), None).header("Accept", "text/event-stream").call()
+    });
+    let cause = match opened {
         Ok(resp) if resp.status().is_success() => {
             let mut reader = resp.into_body().into_reader();
             let mut parser = sse::Parser::default();
@@ -524,11 +573,15 @@ fn legacy_stream(shared: &Arc<Shared>, sse_url: &str) {
                 if let Err(err) = parser.push(&buf[..n], |e| batch.push(e)) {
                     break format!("the server sent {err}");
                 }
+                let foreign =
+                    batch.iter().any(|e| e.event == "endpoint" && resolve_endpoint(sse_url, e.data.trim()).is_none());
+                if foreign {
+                    break "the server announced a message endpoint on another origin, which nod refuses".to_string();
+                }
                 for event in batch {
                     if event.event == "endpoint" {
-                        match resolve_endpoint(sse_url, event.data.trim()) {
-                            Some(endpoint) => legacy_ready(shared, endpoint),
-                            None => log::warn!("server {}: ignored an endpoint on another origin", shared.name),
+                        if let Some(endpoint) = resolve_endpoint(sse_url, event.data.trim()) {
+                            legacy_ready(shared, endpoint);
                         }
                     } else if !event.data.is_empty() {
                         match jsonrpc::decode(event.data.as_bytes(), true) {
@@ -547,7 +600,7 @@ fn legacy_stream(shared: &Arc<Shared>, sse_url: &str) {
             }
         }
         Ok(resp) => http_failure(resp.status().as_u16()),
-        Err(err) => describe(&err),
+        Err(err) => err,
     };
     if !shared.closed.load(Ordering::SeqCst) {
         let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::Io(cause) });
@@ -578,12 +631,19 @@ fn legacy_send(shared: &Shared, frame: Vec<u8>) {
             }
         }
     };
-    let req = with_headers(shared, shared.agent.post(&endpoint), None).header("Content-Type", "application/json");
     let body = frame.strip_suffix(b"\n").unwrap_or(&frame);
-    let failed = match req.send(body) {
+    let sent = follow(&endpoint, |url| {
+        with_headers(shared, shared.agent.post(url), None)
+            .header("Content-Type", "application/json")
+            .config()
+            .timeout_global(Some(shared.message_timeout))
+            .build()
+            .send(body)
+    });
+    let failed = match sent {
         Ok(resp) if resp.status().is_success() => None,
         Ok(resp) => Some(http_failure(resp.status().as_u16())),
-        Err(err) => Some(describe(&err)),
+        Err(err) => Some(err),
     };
     if let Some(cause) = failed {
         let head: Value = serde_json::from_slice(&frame).unwrap_or(Value::Null);

@@ -1,5 +1,7 @@
 //! Integration tests: the real `nod` binary against the fixture server and real MCP servers.
 
+/// An in-process scripted HTTP server for the remote transports.
+mod http_fixture;
 /// Running nod with a hard deadline; assertions on exit code, output and time.
 mod run;
 /// Helpers: private NOD_HOME, the fixture's profile entry, the wire record, leftover processes.
@@ -11,6 +13,8 @@ mod catalog;
 mod cli;
 /// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
 mod faults;
+/// Remote servers misbehaving over HTTP: sessions, streams, storms, credentials, legacy SSE.
+mod http_faults;
 /// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
 mod lifecycle;
 /// `nod mcp add` and `nod mcp remove`.
