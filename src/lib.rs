@@ -18,5 +18,6 @@ pub mod dispatch;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod session;
+pub mod sha256;
 pub mod transport;
 pub mod util;

@@ -20,6 +20,12 @@ pub enum Command {
     /// `nod --generate man <page>`: print a man page.
     GenerateMan(help::Page),
     Mcp(Mcp),
+    Status {
+        json: bool,
+    },
+    Doctor {
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +35,7 @@ pub enum Mcp {
     Remove {
         name: String,
     },
+    Trust(Trust),
     List {
         connect: bool,
         json: bool,
@@ -78,6 +85,15 @@ pub enum Mcp {
         context: Vec<(String, String)>,
         json: bool,
     },
+}
+
+/// `nod mcp trust ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trust {
+    Approve(String),
+    Reject(String),
+    ApproveAll,
+    Reset,
 }
 
 /// `nod mcp add`: a stdio command, or a remote URL with `--transport`.
@@ -148,6 +164,17 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                 let cmd = cmd.into_string().map_err(|_| usage(top, "the command is not valid UTF-8"))?;
                 return match cmd.as_str() {
                     "mcp" => parse_mcp(&mut parser).map(Command::Mcp),
+                    "status" | "doctor" => {
+                        let mut json = false;
+                        while let Some(arg) = parser.next().map_err(lex(top))? {
+                            match arg {
+                                Long("json") => json = true,
+                                Short('h') | Long("help") => return Ok(Command::Help(top)),
+                                other => return Err(usage(top, other.unexpected().to_string())),
+                            }
+                        }
+                        Ok(if cmd == "status" { Command::Status { json } } else { Command::Doctor { json } })
+                    }
                     "help" => Ok(Command::Help(match parser.next().map_err(lex(top))? {
                         Some(Value(topic)) if topic == "mcp" => help::Page::Mcp,
                         _ => top,
@@ -258,6 +285,11 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
             ));
         }
         ["remove", name] => Mcp::Remove { name: name.to_string() },
+        ["trust", "approve", name] => Mcp::Trust(Trust::Approve(name.to_string())),
+        ["trust", "reject", name] => Mcp::Trust(Trust::Reject(name.to_string())),
+        ["trust", "approve-all"] => Mcp::Trust(Trust::ApproveAll),
+        ["trust", "reset"] => Mcp::Trust(Trust::Reset),
+        ["trust", ..] => return Err(usage(page, "usage: nod mcp trust approve|reject <name> | approve-all | reset")),
         ["list"] => Mcp::List { connect: rest.connect, json },
         ["tool", "list", server] => Mcp::ToolList { server: server.to_string(), json },
         ["tool", "call", server, tool, more @ ..] if more.len() <= 1 => {

@@ -7,6 +7,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::{Exit, print, print_json};
+use crate::config::merge::Source;
+use crate::config::project::{Entry, Trust};
 use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity};
 use crate::dispatch::Engine;
 use crate::session::Session;
@@ -14,11 +16,12 @@ use crate::session::catalog::{self, Kind};
 use crate::util::{one_line, redact};
 
 pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
-    let loaded = crate::config::profile::load(&crate::config::profile::path()?);
+    let loaded = crate::config::load_native()?;
     crate::util::remember_secrets(loaded.secrets());
     if !connect {
         return configuration(&loaded, json);
     }
+    super::note_skipped(&loaded);
     let engine = Engine::start();
     super::interrupt::watch(&engine);
     let secrets = loaded.secrets();
@@ -39,7 +42,12 @@ pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
     if json {
         let servers: Vec<Value> = healths.iter().map(Health::to_json).collect();
-        print_json(&json!({ "path": loaded.path, "servers": servers, "issues": issues_json(&loaded.issues) }))?;
+        print_json(&json!({
+            "path": loaded.path,
+            "servers": servers,
+            "project": project_json(&loaded),
+            "issues": issues_json(&loaded.issues),
+        }))?;
     } else {
         let mut out = format!("MCP health ({}):\n", count(healths.len()));
         for health in &healths {
@@ -52,9 +60,10 @@ pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
 }
 
 fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
+    let profile: Vec<&ServerConfig> =
+        loaded.servers.iter().filter(|s| loaded.source(&s.name) == Source::Profile).collect();
     if json {
-        let servers: Vec<Value> = loaded
-            .servers
+        let servers: Vec<Value> = profile
             .iter()
             .map(|s| {
                 json!({
@@ -67,10 +76,15 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
                 })
             })
             .collect();
-        print_json(&json!({ "path": loaded.path, "servers": servers, "issues": issues_json(&loaded.issues) }))?;
+        print_json(&json!({
+            "path": loaded.path,
+            "servers": servers,
+            "project": project_json(loaded),
+            "issues": issues_json(&loaded.issues),
+        }))?;
     } else {
-        let mut out = format!("MCP configuration ({}) in {}:\n", count(loaded.servers.len()), loaded.path.display());
-        for s in &loaded.servers {
+        let mut out = format!("MCP configuration ({}) in {}:\n", count(profile.len()), loaded.path.display());
+        for s in &profile {
             out.push_str(&format!(
                 "  {}  source=profile transport={} state={} policy={} connection=not_checked\n",
                 s.name,
@@ -79,10 +93,56 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
                 if s.required { "required" } else { "optional" },
             ));
         }
+        let project = &loaded.project;
+        if let Some(file) = &project.file {
+            out.push_str(&format!("Project servers ({}) in {}:\n", count(project.entries.len()), file.display()));
+            for entry in &project.entries {
+                out.push_str(&format!(
+                    "  {}  source=project transport={} trust={} policy=optional connection=not_checked\n",
+                    entry.name,
+                    entry.kind,
+                    entry.trust.as_str()
+                ));
+                if let Some(why) = trust_note(loaded, entry) {
+                    out.push_str(&format!("    {why}\n"));
+                }
+            }
+        }
         out.push_str(&issues_text(&loaded.issues));
         print(&out)?;
     }
     Ok(if loaded.issues.iter().any(|i| i.severity == Severity::Error) { Exit::Failure } else { Exit::Ok })
+}
+
+/// What the user should know about a project entry's trust, with the command that changes it.
+fn trust_note(loaded: &Loaded, entry: &Entry) -> Option<String> {
+    let name = &entry.name;
+    if entry.trust == Trust::Approved {
+        return match loaded.server(name).map(|_| loaded.source(name)) {
+            Some(Source::Profile) => Some("shadowed: the profile has a server with the same name, which wins".into()),
+            Some(_) => None,
+            None => Some("approved, but not usable: see the configuration issue about it".into()),
+        };
+    }
+    match entry.trust {
+        Trust::Approved => None,
+        Trust::Pending => Some(format!("not started until approved: nod mcp trust approve {name}")),
+        Trust::Rejected => Some(format!("rejected; nod mcp trust approve {name} allows it")),
+        Trust::Changed => Some(format!(
+            "changed since it was approved or rejected (its command, arguments, URL, headers or environment keys); review it, then nod mcp trust approve {name}"
+        )),
+    }
+}
+
+/// The project file and its entries' trust, for JSON output. Never commands or URLs.
+pub(super) fn project_json(loaded: &Loaded) -> Value {
+    let project = &loaded.project;
+    let entries: Vec<Value> = project
+        .entries
+        .iter()
+        .map(|e| json!({ "name": e.name, "transport": e.kind, "trust": e.trust.as_str(), "note": trust_note(loaded, e) }))
+        .collect();
+    json!({ "workspace": project.workspace, "file": project.file, "servers": entries })
 }
 
 fn count(n: usize) -> String {

@@ -8,7 +8,9 @@ mod list;
 mod prompt;
 mod render;
 mod resource;
+mod status;
 mod tool;
+mod trust;
 
 pub use interrupt::install as install_interrupts;
 
@@ -18,6 +20,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail};
 
 use crate::cli::{Command, Mcp};
+use crate::config::project::Trust;
 use crate::config::{self, Loaded, ServerConfig, Severity};
 use crate::dispatch::{Engine, InboundHandler};
 use crate::session::Session;
@@ -44,6 +47,8 @@ pub fn run(command: Command) -> Exit {
             Err(anyhow!("the interactive shell is not built yet; see nod --help for what nod can do now"))
         }
         Command::Mcp(mcp) => run_mcp(mcp),
+        Command::Status { json } => status::status(json),
+        Command::Doctor { json } => status::doctor(json),
     };
     let exit = match result {
         Ok(exit) => exit,
@@ -72,6 +77,7 @@ fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
         }
         Mcp::Add(add) => edit::add(add),
         Mcp::Remove { name } => edit::remove(&name),
+        Mcp::Trust(command) => trust::run(command),
         Mcp::List { connect, json } => list::run(connect, json),
         Mcp::ToolList { server, json } => tool::list(&server, json),
         Mcp::ToolCall(call) => tool::call(call),
@@ -92,7 +98,7 @@ fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
 /// Loads the profile, prints its file-level issues and those of `only` (or all with `None`),
 /// and remembers its secrets for redaction.
 fn load_profile(only: Option<&str>) -> anyhow::Result<Loaded> {
-    let loaded = config::profile::load(&config::profile::path()?);
+    let loaded = config::load_native()?;
     crate::util::remember_secrets(loaded.secrets());
     for issue in &loaded.issues {
         if only.is_none() || issue.server.is_none() || issue.server.as_deref() == only {
@@ -110,6 +116,9 @@ fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<&'a ServerC
         }
         return Ok(server);
     }
+    if let Some(entry) = loaded.project.entries.iter().find(|e| e.name == name) {
+        bail!("{}", untrusted(&entry.name, entry.trust));
+    }
     if loaded.issues.iter().any(|i| i.severity == Severity::Error && i.server.as_deref() == Some(name)) {
         bail!("server {name} has a configuration error (above); fix it in {}", loaded.path.display());
     }
@@ -121,6 +130,28 @@ fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<&'a ServerC
         );
     }
     bail!("no server named {name} in {} (configured: {})", loaded.path.display(), known.join(", "))
+}
+
+/// Why a project server is not used, and the command that changes it.
+fn untrusted(name: &str, trust: Trust) -> String {
+    match trust {
+        Trust::Rejected => format!("project server {name} was rejected; nod mcp trust approve {name} allows it"),
+        Trust::Changed => format!(
+            "project server {name} changed since it was approved or rejected; review .mcp.json, then run nod mcp trust approve {name}"
+        ),
+        _ => format!(
+            "project server {name} is pending approval; review .mcp.json, then run nod mcp trust approve {name}"
+        ),
+    }
+}
+
+/// Says on stderr which project servers are left out, and why.
+fn note_skipped(loaded: &Loaded) {
+    for entry in loaded.project.entries.iter().filter(|e| e.trust != Trust::Approved) {
+        if loaded.server(&entry.name).is_none() {
+            eprintln!("nod: skipped: {}", untrusted(&entry.name, entry.trust));
+        }
+    }
 }
 
 /// One engine with one connected server, for commands about a single server.

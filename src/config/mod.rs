@@ -1,8 +1,11 @@
 //! Server configuration. Problems are data (`ConfigIssue`), never a failure of the whole
 //! load: a bad entry is reported with its name and the fix, and the good entries still load.
 
+pub mod merge;
 pub mod profile;
+pub mod project;
 mod server;
+pub mod settings;
 mod url;
 pub mod write;
 
@@ -62,11 +65,49 @@ pub struct Loaded {
     pub path: PathBuf,
     pub servers: Vec<ServerConfig>,
     pub issues: Vec<ConfigIssue>,
+    /// Where each server of `servers` came from (by name); profile when absent.
+    pub sources: std::collections::HashMap<String, merge::Source>,
+    /// The workspace's project file and the trust state of its entries.
+    pub project: project::Project,
+}
+
+/// What the native surfaces use: the profile, then the approved project servers of the
+/// workspace around the current directory (the profile wins a same-name entry).
+pub fn load_native() -> anyhow::Result<Loaded> {
+    let mut loaded = profile::load(&profile::path()?);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let (workspace, _) = project::locate(&cwd);
+    let choices = match settings::choices(&settings::path()?, &workspace) {
+        Ok(choices) => choices,
+        Err(err) => {
+            loaded.issues.push(ConfigIssue {
+                server: None,
+                severity: Severity::Error,
+                message: format!("{err:#}; project servers stay pending"),
+                fix: "fix or remove settings.json".into(),
+            });
+            Default::default()
+        }
+    };
+    let project = project::load(&cwd, &choices);
+    loaded.issues.extend(project.issues.iter().cloned());
+    let approved = project::approved(&project, &mut loaded.issues);
+    let profile_servers = std::mem::take(&mut loaded.servers);
+    for (server, source) in merge::merge(merge::Surface::Native, profile_servers, Vec::new(), approved) {
+        loaded.sources.insert(server.name.clone(), source);
+        loaded.servers.push(server);
+    }
+    loaded.project = project;
+    Ok(loaded)
 }
 
 impl Loaded {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| s.name == name)
+    }
+
+    pub fn source(&self, name: &str) -> merge::Source {
+        self.sources.get(name).copied().unwrap_or(merge::Source::Profile)
     }
 
     /// Every configured secret value (environment values, header values), for redaction.

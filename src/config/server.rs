@@ -70,6 +70,17 @@ const REMOTE: &[&str] = &["url", "headers", "header_env", "bearer_token_env", "o
 
 /// Parses one entry. Warnings (unknown fields) are pushed to `issues`; an error is returned.
 pub(super) fn parse(name: &str, value: &Value, issues: &mut Vec<ConfigIssue>) -> Result<ServerConfig, ConfigIssue> {
+    parse_entry(name, value, issues, false)
+}
+
+/// `project`: a project entry (approved and expanded), where a literal Authorization header
+/// is the repository's own business.
+pub(super) fn parse_entry(
+    name: &str,
+    value: &Value,
+    issues: &mut Vec<ConfigIssue>,
+    project: bool,
+) -> Result<ServerConfig, ConfigIssue> {
     let error = |message: String, fix: &str| ConfigIssue {
         server: Some(name.to_string()),
         severity: Severity::Error,
@@ -122,7 +133,7 @@ pub(super) fn parse(name: &str, value: &Value, issues: &mut Vec<ConfigIssue>) ->
     let transport = if kind == "stdio" {
         Transport::Stdio(parse_stdio(obj).map_err(|(m, fix)| error(m, fix))?)
     } else {
-        let remote = parse_remote(obj).map_err(|(m, fix)| error(m, fix))?;
+        let remote = parse_remote(obj, project).map_err(|(m, fix)| error(m, fix))?;
         if kind == "http" { Transport::Http(remote) } else { Transport::Sse(remote) }
     };
     let known: &[&str] = if kind == "stdio" { STDIO } else { REMOTE };
@@ -226,7 +237,7 @@ fn parse_stdio(obj: &Map<String, Value>) -> Result<StdioConfig, FieldError> {
     Ok(StdioConfig { argv, env, cwd })
 }
 
-fn parse_remote(obj: &Map<String, Value>) -> Result<RemoteConfig, FieldError> {
+fn parse_remote(obj: &Map<String, Value>, project: bool) -> Result<RemoteConfig, FieldError> {
     let url = match obj.get("url") {
         Some(Value::String(url)) => url.clone(),
         _ => {
@@ -237,7 +248,7 @@ fn parse_remote(obj: &Map<String, Value>) -> Result<RemoteConfig, FieldError> {
         (format!("the url {why}"), "use an https URL, or http://127.0.0.1:PORT/... for a local server")
     })?;
     let headers = string_map(obj.get("headers"), "headers")?;
-    if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
+    if !project && headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
         return Err((
             "a literal Authorization header is not allowed in the profile".into(),
             "use bearer_token_env, header_env or oauth so the credential stays out of the file",
