@@ -18,6 +18,14 @@ pub const NOD_COMMANDS: &[Entry] = &[
         about: "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1).",
     },
     Entry { usage: "nod help [mcp]", about: "Show this help, or the help of nod mcp." },
+    Entry {
+        usage: "nod status [--json]",
+        about: "Show configuration: the profile, project servers and their trust, configuration issues, and whether settings and credential files exist. Starts no server and opens no credential storage; the MCP connection is reported as not_checked.",
+    },
+    Entry {
+        usage: "nod doctor [--json]",
+        about: "Check the configuration without connecting: file permissions, profile and project issues, project servers awaiting approval. Prints the command that fixes each finding, and exits 2 when it finds a problem.",
+    },
 ];
 
 pub const NOD_FLAGS: &[Entry] = &[
@@ -39,6 +47,15 @@ pub const MCP_COMMANDS: &[Entry] = &[
         about: "Add or replace a remote server: http for Streamable HTTP, sse for a legacy 2024-11-05 HTTP+SSE server. The URL must be https, or http to localhost.",
     },
     Entry { usage: "nod mcp remove <name>", about: "Remove a server from the profile." },
+    Entry {
+        usage: "nod mcp trust approve|reject <name>",
+        about: "Approve or reject a project server from the workspace's .mcp.json. The choice is saved in $NOD_HOME/settings.json under the workspace's path, bound to a fingerprint of the entry: if its command, arguments, URL, headers or environment keys change, it is pending again.",
+    },
+    Entry { usage: "nod mcp trust approve-all", about: "Approve every project server of the workspace." },
+    Entry {
+        usage: "nod mcp trust reset",
+        about: "Forget the workspace's choices: every project server is pending again.",
+    },
     Entry {
         usage: "nod mcp list [--connect]",
         about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. Health output never shows commands, environment values, headers or URLs.",
@@ -204,6 +221,11 @@ pub fn man(page: Page) -> String {
             out.push_str(&roff(para.trim()));
             out.push_str("\n.PP\n");
         }
+        out.push_str(".SH PROJECT SERVERS AND TRUST\n");
+        for para in PROJECT.split("\n\n") {
+            out.push_str(&roff(para.trim()));
+            out.push_str("\n.PP\n");
+        }
     }
     man_section(&mut out, "EXIT STATUS", EXIT_STATUS);
     man_section(&mut out, "ENVIRONMENT", ENVIRONMENT);
@@ -243,6 +265,12 @@ For an exact docker run command without --cidfile, nod injects a container id fi
 A stdio server that dies after a successful start is restarted when it is next needed, up to its restart_limit, after a backoff that doubles from 250 ms; calls in flight when it died fail at once and are not retried. Past the limit it stays down with its last error.
 
 A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.";
+
+const PROJECT: &str = "A repository can ship Claude-compatible project servers in <workspace>/.mcp.json, of which nod reads only the top-level \"mcpServers\" object: local entries with \"command\" (a string), \"args\" and \"env\", remote entries with \"type\" http or sse, \"url\" and \"headers\". The workspace is the nearest folder, from the current directory's canonical path upward, that holds .mcp.json; the search stops at the repository root (the first folder with .git). Without such a file the workspace is the current directory. The file is opened without following a symlink, must be a regular file, and is read up to 1 MiB; anything else is a configuration issue and the profile's servers still work.
+
+Every project server begins pending. Until you approve it, nod does not start its process, contact its endpoint, read an environment variable for it, or load stored credentials for it: nod mcp list shows it as pending, nod mcp list --connect and the other commands skip it with a note on stderr. Approve with nod mcp trust approve <name> (or approve-all), reject with nod mcp trust reject <name>, forget the workspace's choices with nod mcp trust reset. Choices live in $NOD_HOME/settings.json, never in .mcp.json. An approved entry whose command, arguments, URL, headers or environment keys change is pending again, and nod mcp list says why.
+
+After approval, ${VAR} and ${VAR:-default} expand in the command, arguments, environment values, headers and URL. A variable that is not set and has no default skips that server with a configuration issue naming the variable, never a value; expanded values share a 1 MiB budget. Strings in the profile are never expanded. Project servers are always optional. The profile wins a same-name project entry.";
 
 const PROFILE: &str = "The profile is a JSON object with one \"mcp\" map from server name to entry (\"mcpServers\" is accepted as an alias; \"mcp\" wins when both exist). Names contain only letters, digits, _ and -.
 

@@ -19,6 +19,8 @@ mod http_faults;
 mod lifecycle;
 /// `nod mcp add` and `nod mcp remove`.
 mod profile;
+/// Project `.mcp.json`: trust, fingerprints, expansion, merging, status and doctor.
+mod project;
 /// Real MCP servers from npm: everything, filesystem, memory.
 mod real;
 /// Real servers over HTTP and SSE: server-everything and the Python SDK (stdio too).

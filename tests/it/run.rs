@@ -25,6 +25,7 @@ pub struct Cmd {
     nod_home: bool,
     timeout: Duration,
     env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
 }
 
 impl Cmd {
@@ -37,7 +38,14 @@ impl Cmd {
             nod_home: true,
             timeout: Duration::from_secs(20),
             env: Vec::new(),
+            cwd: None,
         }
+    }
+
+    /// Runs nod in `dir` instead of the temp dir.
+    pub fn cwd(mut self, dir: &Path) -> Cmd {
+        self.cwd = Some(dir.to_path_buf());
+        self
     }
 
     /// Sets an environment variable for nod (and so for the servers it starts).
@@ -91,7 +99,7 @@ impl Cmd {
             .env_remove("NOD_LOG")
             .env_remove("RUST_LOG")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&self.home)
+            .current_dir(self.cwd.as_ref().unwrap_or(&self.home))
             .stdin(match self.input {
                 Input::Null => Stdio::null(),
                 _ => Stdio::piped(),
