@@ -17,6 +17,7 @@ pub mod config;
 pub mod dispatch;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod oauth;
 pub mod session;
 pub mod sha256;
 pub mod transport;

@@ -14,6 +14,11 @@ const K: [u32; 64] = [
 
 /// The digest of `data`, as 64 lowercase hex digits.
 pub fn hex(data: &[u8]) -> String {
+    digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The 32-byte digest of `data`.
+pub fn digest(data: &[u8]) -> [u8; 32] {
     let mut h: [u32; 8] =
         [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
     let mut message = data.to_vec();
@@ -53,7 +58,11 @@ pub fn hex(data: &[u8]) -> String {
             *slot = slot.wrapping_add(v);
         }
     }
-    h.iter().map(|v| format!("{v:08x}")).collect()
+    let mut out = [0u8; 32];
+    for (chunk, v) in out.chunks_exact_mut(4).zip(h) {
+        chunk.copy_from_slice(&v.to_be_bytes());
+    }
+    out
 }
 
 #[cfg(test)]

@@ -53,6 +53,14 @@ pub const MCP_COMMANDS: &[Entry] = &[
     },
     Entry { usage: "nod mcp trust approve-all", about: "Approve every project server of the workspace." },
     Entry {
+        usage: "nod mcp auth <name> [--open]",
+        about: "Authorize a remote server with OAuth: nod discovers the authorization server, registers itself (or uses oauth.client_id or a client metadata document), prints the authorization URL and waits for the browser's redirect to a listener on 127.0.0.1. --open launches the browser (the BROWSER command, else xdg-open); on a machine without one, paste the final redirect URL on stdin. Tokens are stored in $NOD_HOME/credentials.json (0600) and refreshed before they expire.",
+    },
+    Entry {
+        usage: "nod mcp logout <name>",
+        about: "Delete the server's stored credentials, and revoke them where the authorization server offers revocation.",
+    },
+    Entry {
         usage: "nod mcp trust reset",
         about: "Forget the workspace's choices: every project server is pending again.",
     },
@@ -87,6 +95,12 @@ pub const MCP_COMMANDS: &[Entry] = &[
 ];
 
 pub const MCP_FLAGS: &[Entry] = &[
+    Entry {
+        usage: "-e, --env NAME=VALUE",
+        about: "With add: an environment variable for the server (repeatable); give it before the name.",
+    },
+    Entry { usage: "--transport http|sse", about: "With add: add a remote server by URL." },
+    Entry { usage: "--open", about: "With auth: launch the browser on the authorization URL." },
     Entry { usage: "--json", about: "Print machine-readable JSON on stdout instead of text." },
     Entry { usage: "--connect", about: "With list: connect and show live health." },
     Entry {

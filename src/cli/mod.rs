@@ -36,6 +36,13 @@ pub enum Mcp {
         name: String,
     },
     Trust(Trust),
+    Auth {
+        name: String,
+        open: bool,
+    },
+    Logout {
+        name: String,
+    },
     List {
         connect: bool,
         json: bool,
@@ -201,6 +208,7 @@ struct Rest {
     context: Vec<(String, String)>,
     transport: Option<String>,
     env: Vec<(String, String)>,
+    open: bool,
     help: bool,
 }
 
@@ -211,6 +219,7 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
         match arg {
             Short('h') | Long("help") => rest.help = true,
             Long("json") => rest.json = true,
+            Long("open") => rest.open = true,
             Long("connect") => rest.connect = true,
             Long("jsonl") => rest.jsonl = true,
             Long("parallel") => {
@@ -285,6 +294,8 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
             ));
         }
         ["remove", name] => Mcp::Remove { name: name.to_string() },
+        ["auth", name] => Mcp::Auth { name: name.to_string(), open: rest.open },
+        ["logout", name] => Mcp::Logout { name: name.to_string() },
         ["trust", "approve", name] => Mcp::Trust(Trust::Approve(name.to_string())),
         ["trust", "reject", name] => Mcp::Trust(Trust::Reject(name.to_string())),
         ["trust", "approve-all"] => Mcp::Trust(Trust::ApproveAll),

@@ -2,6 +2,7 @@
 //! on one engine, does its work, prints, and shuts everything down. With `cli`, the only
 //! module that prints.
 
+mod auth;
 mod edit;
 mod interrupt;
 mod list;
@@ -78,6 +79,8 @@ fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
         Mcp::Add(add) => edit::add(add),
         Mcp::Remove { name } => edit::remove(&name),
         Mcp::Trust(command) => trust::run(command),
+        Mcp::Auth { name, open } => auth::auth(&name, open),
+        Mcp::Logout { name } => auth::logout(&name),
         Mcp::List { connect, json } => list::run(connect, json),
         Mcp::ToolList { server, json } => tool::list(&server, json),
         Mcp::ToolCall(call) => tool::call(call),

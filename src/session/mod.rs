@@ -56,6 +56,10 @@ impl Session {
                 headers: resolve_headers(remote)?,
                 legacy: matches!(config.transport, Transport::Sse(_)),
                 message_timeout: config.operation_timeout.min(http::MESSAGE_TIMEOUT),
+                auth: match remote.bearer_token_env {
+                    Some(_) => None,
+                    None => Some(Arc::new(crate::oauth::OAuth::new(&config.name, &remote.url, remote.oauth.as_ref())?)),
+                },
             }),
             Transport::Stdio(_) => None,
         };

@@ -37,6 +37,8 @@ pub struct HttpSpec {
     /// The bound on one notification or response POST (they are answered at once): the
     /// server's operation timeout, at most 10 s.
     pub message_timeout: Duration,
+    /// OAuth, for servers without a static bearer token.
+    pub auth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 /// Resumption attempts for one request's stream before the request fails.
@@ -72,6 +74,7 @@ pub fn spawn(conn: ConnId, name: &str, spec: HttpSpec, events: Sender<Event>) ->
         get_started: AtomicBool::new(false),
         legacy: Mutex::new(None),
         message_timeout: spec.message_timeout,
+        auth: spec.auth,
     });
     let (outbox, inbox) = crossbeam_channel::unbounded();
     let legacy = spec.legacy;
@@ -99,6 +102,7 @@ struct Shared {
     /// Legacy mode: the endpoint to POST to, once the SSE stream announced it.
     legacy: Mutex<Option<Legacy>>,
     message_timeout: Duration,
+    auth: Option<Arc<crate::oauth::OAuth>>,
 }
 
 struct Legacy {
@@ -181,6 +185,9 @@ fn with_headers<B>(
     if let Some(version) = lock(&shared.version).as_deref() {
         req = req.header("MCP-Protocol-Version", version);
     }
+    if let Some(bearer) = shared.auth.as_ref().and_then(|auth| auth.header()) {
+        req = req.header("Authorization", bearer);
+    }
     req
 }
 
@@ -243,7 +250,17 @@ fn describe(err: &ureq::Error) -> String {
 
 /// POSTs a notification or a response. Returns whether the server accepted it.
 fn message(shared: &Shared, frame: &[u8]) -> bool {
-    match post(shared, frame, Some(shared.message_timeout)) {
+    let mut answer = post(shared, frame, Some(shared.message_timeout));
+    if let (Ok((resp, _)), Some(auth)) = (&answer, &shared.auth) {
+        if resp.status().as_u16() == 401 {
+            let challenge =
+                resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            if auth.unauthorized(&challenge) {
+                answer = post(shared, frame, Some(shared.message_timeout));
+            }
+        }
+    }
+    match answer {
         Ok((mut resp, _)) if resp.status().is_success() => {
             // Some servers answer a notification with 200 and a body; read and ignore it.
             let _ = resp.body_mut().with_config().limit(MAX_FRAME as u64).read_to_vec();
@@ -265,6 +282,7 @@ fn message(shared: &Shared, frame: &[u8]) -> bool {
 fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
     let is_init = lock(&shared.init).as_ref().is_some_and(|(init, _)| *init == id);
     let mut replayed = false;
+    let mut auth_retried = false;
     loop {
         let (resp, sent_session) = match post(shared, &frame, None) {
             Ok(answer) => answer,
@@ -274,6 +292,28 @@ fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
         if is_init {
             if let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
                 *lock(&shared.session) = Some(session.to_string());
+            }
+        }
+        let challenge =
+            || resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        if let Some(auth) = &shared.auth {
+            // A 401 is answered once (refresh or authorization); a 403 for missing scopes
+            // steps up (OAuth caps that at three in a row).
+            let retry = match status {
+                401 if !auth_retried => {
+                    auth_retried = true;
+                    Some(auth.unauthorized(&challenge()))
+                }
+                403 => Some(auth.forbidden(&challenge())),
+                _ => None,
+            };
+            match retry {
+                Some(true) => continue,
+                Some(false) => {
+                    let why = auth.failure().unwrap_or_else(|| http_failure(status));
+                    return fail(shared, id, why);
+                }
+                None => {}
             }
         }
         match status {

@@ -130,7 +130,26 @@ case "$scenario" in
     #   auth/client-credentials-basic  client_credentials + client_secret_basic from the context.
     #   auth/cross-app-access-complete-flow  token exchange at the context's IdP, then
     #                              jwt-bearer grant at the AS.
-    step "$nod" mcp tool list test
+    # nod's real flow, headless: BROWSER is a command that follows the authorization
+    # server's immediate 302 to nod's loopback callback. `nod mcp auth` connects and lists
+    # tools (reaching whatever the server protects), then the tool call runs with the stored
+    # token and steps up on 403 insufficient_scope (BROWSER set lets it re-authorize).
+    export BROWSER="curl -s -L -o /dev/null"
+    oauth='{}'
+    case "$scenario" in
+      auth/basic-cimd)
+        oauth='{"client_metadata_url": "https://conformance-test.local/client-metadata.json"}'
+        ;;
+      auth/pre-registration)
+        context="${MCP_CONFORMANCE_CONTEXT:-{\}}"
+        client_id=$(printf '%s' "$context" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).client_id||""))')
+        NOD_CONFORMANCE_SECRET=$(printf '%s' "$context" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).client_secret||""))')
+        export NOD_CONFORMANCE_SECRET
+        oauth=$(printf '{"client_id": "%s", "client_secret_env": "NOD_CONFORMANCE_SECRET"}' "$client_id")
+        ;;
+    esac
+    printf '{"mcp": {"test": {"type": "http", "url": "%s", "oauth": %s}}}\n' "$url" "$oauth" >"$NOD_HOME/mcp.json"
+    step "$nod" mcp auth test
     exec "$nod" mcp tool call test test-tool '{}' </dev/null
     ;;
   *)
