@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{Exit, print, print_json};
 use crate::config::merge::Source;
 use crate::config::project::{Entry, Trust};
-use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity};
+use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity, Transport};
 use crate::dispatch::Engine;
 use crate::session::Session;
 use crate::session::catalog::{self, Kind};
@@ -72,6 +72,7 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
                     "transport": s.transport.kind(),
                     "enabled": s.enabled,
                     "required": s.required,
+                    "auth": auth_state(s),
                     "connection": "not_checked",
                 })
             })
@@ -86,11 +87,12 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
         let mut out = format!("MCP configuration ({}) in {}:\n", count(profile.len()), loaded.path.display());
         for s in &profile {
             out.push_str(&format!(
-                "  {}  source=profile transport={} state={} policy={} connection=not_checked\n",
+                "  {}  source=profile transport={} state={} policy={} auth={} connection=not_checked\n",
                 s.name,
                 s.transport.kind(),
                 if s.enabled { "configured" } else { "disabled" },
                 if s.required { "required" } else { "optional" },
+                auth_state(s),
             ));
         }
         let project = &loaded.project;
@@ -112,6 +114,21 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
         print(&out)?;
     }
     Ok(if loaded.issues.iter().any(|i| i.severity == Severity::Error) { Exit::Failure } else { Exit::Ok })
+}
+
+/// How a server authenticates, from configuration and the credentials file alone (nobody is
+/// contacted): none for stdio, env for a bearer_token_env or header_env, stored or malformed
+/// for OAuth credentials on file, oauth when none are stored yet.
+fn auth_state(server: &ServerConfig) -> &'static str {
+    let (Transport::Http(remote) | Transport::Sse(remote)) = &server.transport else { return "none" };
+    if remote.bearer_token_env.is_some() || !remote.header_env.is_empty() {
+        return "env";
+    }
+    match crate::oauth::store::path().map(|path| crate::oauth::store::state(&path, &server.name)) {
+        Ok(crate::oauth::store::Stored::Valid) => "stored",
+        Ok(crate::oauth::store::Stored::Malformed) => "malformed",
+        _ => "oauth",
+    }
 }
 
 /// What the user should know about a project entry's trust, with the command that changes it.
