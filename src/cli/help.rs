@@ -235,6 +235,11 @@ pub fn man(page: Page) -> String {
             out.push_str(&roff(para.trim()));
             out.push_str("\n.PP\n");
         }
+        out.push_str(".SH AUTHENTICATION\n");
+        for para in AUTH.split("\n\n") {
+            out.push_str(&roff(para.trim()));
+            out.push_str("\n.PP\n");
+        }
         out.push_str(".SH PROJECT SERVERS AND TRUST\n");
         for para in PROJECT.split("\n\n") {
             out.push_str(&roff(para.trim()));
@@ -279,6 +284,12 @@ For an exact docker run command without --cidfile, nod injects a container id fi
 A stdio server that dies after a successful start is restarted when it is next needed, up to its restart_limit, after a backoff that doubles from 250 ms; calls in flight when it died fail at once and are not retried. Past the limit it stays down with its last error.
 
 A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.";
+
+const AUTH: &str = "A remote server may take static \"headers\", a \"header_env\" map (header name to environment variable), or \"bearer_token_env\". Otherwise nod speaks OAuth when the server answers 401: nod mcp auth <name> discovers the authorization server (protected resource metadata from the challenge or the well-known URLs, then RFC 8414 or OpenID Connect metadata, whose issuer must match), identifies itself with oauth.client_id (and client_secret_env), or oauth.client_metadata_url where the server supports client metadata documents, or else registers itself, and runs the authorization code flow with PKCE (S256 only; a server that does not advertise it is refused). The state and, when present, the iss of the callback are checked; the resource parameter names the server in every request. The profile's \"oauth\" fields (resource, issuer, client_id, client_secret_env, client_metadata_url, scopes) override discovery; all are optional.
+
+The callback listens on 127.0.0.1 on a random port and accepts one request. --open starts the browser named by BROWSER (a program and its arguments, without a shell), else xdg-open. On a machine without a browser, open the printed URL elsewhere and paste the final redirect URL on nod's standard input.
+
+Tokens are stored in $NOD_HOME/credentials.json (0600, written atomically), per server, and are sent only to the server URL they were issued for. They are refreshed a minute before they expire and after a 401 (the request is retried once). A 403 insufficient_scope re-authorizes with the union of the granted and requested scopes, at most three authorizations in one run. A malformed entry affects only its own server and is replaced by the next nod mcp auth, or removed by nod mcp logout, which also revokes the token where the server offers revocation. Commands other than nod mcp auth never start the browser flow by themselves, unless BROWSER is set: they report run nod mcp auth <name>, and the other servers go on. Tokens never appear in output or logs.";
 
 const PROJECT: &str = "A repository can ship Claude-compatible project servers in <workspace>/.mcp.json, of which nod reads only the top-level \"mcpServers\" object: local entries with \"command\" (a string), \"args\" and \"env\", remote entries with \"type\" http or sse, \"url\" and \"headers\". The workspace is the nearest folder, from the current directory's canonical path upward, that holds .mcp.json; the search stops at the repository root (the first folder with .git). Without such a file the workspace is the current directory. The file is opened without following a symlink, must be a regular file, and is read up to 1 MiB; anything else is a configuration issue and the profile's servers still work.
 
