@@ -125,8 +125,7 @@ impl OAuth {
             state.credential = None;
         }
         if !may_run_flow() {
-            state.failure =
-                Some(format!("server {} requires authorization; run nod mcp auth {}", self.server, self.server));
+            state.failure = Some(format!("the server requires authorization; run nod mcp auth {}", self.server));
             return false;
         }
         state.authorizations += 1;
@@ -150,12 +149,15 @@ impl OAuth {
         }
         let mut state = self.lock();
         if state.authorizations >= MAX_AUTHORIZATIONS || !may_run_flow() {
-            state.failure = Some(format!(
-                "server {} needs more scopes ({}); stopped after {} authorization attempts",
-                self.server,
-                params.get("scope").map_or("", String::as_str),
-                state.authorizations
-            ));
+            let scope = params.get("scope").map_or("", String::as_str);
+            state.failure = Some(if may_run_flow() {
+                format!(
+                    "the server still asks for more scopes ({scope}); stopped after {} authorizations",
+                    state.authorizations
+                )
+            } else {
+                format!("the server asks for more scopes ({scope}); run nod mcp auth {} to grant them", self.server)
+            });
             return false;
         }
         state.authorizations += 1;
