@@ -120,9 +120,13 @@ fn redact_urls(text: &str) -> String {
         out.push_str(&before[..scheme_start]);
         out.push_str("<url>");
         let after = &rest[pos + 3..];
-        let end = after
+        let mut end = after
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | ')' | ']'))
             .unwrap_or(after.len());
+        // Punctuation that ends a sentence is not part of the URL.
+        while end > 0 && matches!(after.as_bytes()[end - 1], b',' | b'.' | b';' | b':' | b'!' | b'?') {
+            end -= 1;
+        }
         rest = &after[end..];
     }
     out.push_str(rest);
@@ -202,6 +206,7 @@ mod tests {
         let text = "failed: token s3cr3t-canary at https://user:pw@example.com/mcp?x=1 (retry)";
         assert_eq!(redact(text, &secrets), "failed: token [redacted] at <url> (retry)");
         assert_eq!(redact("no scheme ://here", &[]), "no scheme ://here");
+        assert_eq!(redact("issuer https://a/b, not https://c.", &[]), "issuer <url>, not <url>.");
         // The reproducer from tests/fuzz (message target): a multi-byte character before "://".
         assert_eq!(redact("{\"&[{\u{595}so://x", &[]), "{\"&[{\u{595}<url>");
     }

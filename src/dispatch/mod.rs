@@ -4,9 +4,11 @@
 //! go to workers over unbounded channels, replies to callers over unbounded channels.
 
 mod client;
+mod inbound;
 mod pending;
 
 pub use client::{Engine, PendingCall};
+pub use inbound::{InboundHandler, NoInbound, Responder, ServerRequest};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -150,58 +152,6 @@ impl std::fmt::Display for CallError {
         }
     }
 }
-
-/// A request the server sent to nod.
-#[derive(Debug, Clone)]
-pub struct ServerRequest {
-    pub server: String,
-    pub version: Option<Version>,
-    pub method: String,
-    pub params: Value,
-}
-
-/// Answers one server request, from any thread. Dropping it unanswered sends an internal
-/// error, so a server never waits forever.
-pub struct Responder {
-    events: Sender<Event>,
-    conn: ConnId,
-    id: Option<Value>,
-}
-
-impl Responder {
-    pub fn respond(mut self, result: Result<Value, ResponseError>) {
-        if let Some(id) = self.id.take() {
-            let _ = self.events.send(Event::Respond { conn: self.conn, id, result });
-        }
-    }
-}
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let error = ResponseError::new(jsonrpc::INTERNAL_ERROR, "the request was dropped without an answer");
-            let _ = self.events.send(Event::Respond { conn: self.conn, id, result: Err(error) });
-        }
-    }
-}
-
-/// What a surface supplies for server-to-client traffic. Implementations must not block:
-/// answer at once, or move the `Responder` to another thread.
-pub trait InboundHandler: Send + Sync {
-    /// Capabilities nod declares for connections using this handler.
-    fn capabilities(&self) -> Value {
-        json!({})
-    }
-    fn request(&self, req: ServerRequest, responder: Responder) {
-        let error = ResponseError::new(jsonrpc::METHOD_NOT_FOUND, format!("nod does not support {}", req.method));
-        responder.respond(Err(error));
-    }
-    fn notification(&self, _server: &str, _method: &str, _params: &Value) {}
-}
-
-/// The default handler: no client capabilities, every server request refused.
-pub struct NoInbound;
-impl InboundHandler for NoInbound {}
 
 /// State shared between the dispatcher and a session: list-change counters.
 #[derive(Default, Debug)]
@@ -438,7 +388,7 @@ impl Dispatcher {
             state.send(jsonrpc::encode_response(&id, &Ok(json!({}))));
             return;
         }
-        let responder = Responder { events: self.events.clone(), conn, id: Some(id) };
+        let responder = Responder::new(self.events.clone(), conn, id);
         let req = ServerRequest { server: state.name.clone(), version: state.version, method: method_name, params };
         state.handler.request(req, responder);
     }

@@ -153,7 +153,7 @@ pub fn parse_server(doc: &Value, expected_issuer: Option<&str>) -> anyhow::Resul
     if let Some(expected) = expected_issuer {
         if issuer.trim_end_matches('/') != expected.trim_end_matches('/') {
             bail!(
-                "the authorization server metadata names issuer {issuer}, not the {expected} it was fetched for; refusing it"
+                "the authorization server metadata names another issuer than the one it was fetched for ({issuer} instead of {expected}); refusing it"
             );
         }
     }

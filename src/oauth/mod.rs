@@ -10,7 +10,10 @@
 
 pub mod discovery;
 pub mod flow;
+mod register;
 pub mod store;
+
+pub use register::logout;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,7 +102,8 @@ impl OAuth {
     pub fn header(&self) -> Option<String> {
         let mut state = self.lock();
         let credential = state.credential.clone()?;
-        if credential.expires_at.is_some_and(|at| now() + REFRESH_LEAD >= at) && credential.refresh_token.is_some() {
+        let refresh_at = credential.refresh_at.or(credential.expires_at.map(|at| at.saturating_sub(REFRESH_LEAD)));
+        if refresh_at.is_some_and(|at| now() >= at) && credential.refresh_token.is_some() {
             match self.refresh(&credential) {
                 Ok(fresh) => state.credential = Some(fresh),
                 Err(err) => log::warn!("server {}: token refresh failed: {err:#}", self.server),
@@ -209,7 +213,8 @@ impl OAuth {
             }
         }
         let callback = flow::Callback::bind()?;
-        let (client_id, client_secret, token_auth) = self.client(&server, &callback.redirect_uri)?;
+        let (client_id, client_secret, token_auth) =
+            register::client(&self.agent, &self.config, &self.server, &server, &callback.redirect_uri)?;
         let verifier = flow::base64url(&flow::random(32)?);
         let challenge = flow::base64url(&crate::sha256::digest(verifier.as_bytes()));
         let state = flow::base64url(&flow::random(16)?);
@@ -243,7 +248,10 @@ impl OAuth {
         // RFC 9207: a callback that names an issuer must name this one; no override.
         if let Some(iss) = get("iss") {
             if iss.trim_end_matches('/') != server.issuer.trim_end_matches('/') {
-                bail!("the callback came from issuer {iss}, not {}; refusing it", server.issuer);
+                bail!(
+                    "the callback names another issuer than the authorization server's ({iss} instead of {}); refusing it",
+                    server.issuer
+                );
             }
         }
         let code = get("code").ok_or_else(|| anyhow!("the callback has no code"))?;
@@ -319,6 +327,8 @@ impl OAuth {
             access_token: access_token.to_string(),
             refresh_token: body.get("refresh_token").and_then(Value::as_str).map(str::to_string),
             expires_at: body.get("expires_in").and_then(Value::as_u64).map(|s| now() + s),
+            // A minute before expiry, or half-way through a short lifetime.
+            refresh_at: body.get("expires_in").and_then(Value::as_u64).map(|s| now() + s - REFRESH_LEAD.min(s / 2)),
             scope: body
                 .get("scope")
                 .and_then(Value::as_str)
@@ -391,70 +401,6 @@ impl OAuth {
         })
     }
 
-    /// The client id, secret and token endpoint authentication to use.
-    fn client(&self, server: &Server, redirect_uri: &str) -> anyhow::Result<(String, Option<String>, String)> {
-        let supports = |m: &str| server.auth_methods.is_empty() || server.auth_methods.iter().any(|x| x == m);
-        if let Some(client_id) = &self.config.client_id {
-            let secret = match &self.config.client_secret_env {
-                Some(var) => Some(
-                    std::env::var(var).map_err(|_| anyhow!("oauth.client_secret_env names {var}, which is not set"))?,
-                ),
-                None => None,
-            };
-            let method = match &secret {
-                None => "none",
-                Some(_)
-                    if server.auth_methods.iter().any(|m| m == "client_secret_basic")
-                        || server.auth_methods.is_empty() =>
-                {
-                    "client_secret_basic"
-                }
-                Some(_) => "client_secret_post",
-            };
-            return Ok((client_id.clone(), secret, method.to_string()));
-        }
-        if let (Some(url), true) = (&self.config.client_metadata_url, server.cimd) {
-            return Ok((url.clone(), None, "none".into()));
-        }
-        let Some(endpoint) = &server.registration_endpoint else {
-            bail!(
-                "the authorization server offers no client registration; set oauth.client_id for server {}",
-                self.server
-            );
-        };
-        let method = if supports("none") {
-            "none"
-        } else if supports("client_secret_basic") {
-            "client_secret_basic"
-        } else {
-            "client_secret_post"
-        };
-        let body = json!({
-            "client_name": "nod",
-            "redirect_uris": [redirect_uri],
-            "grant_types": ["authorization_code", "refresh_token"],
-            "response_types": ["code"],
-            "token_endpoint_auth_method": method,
-            "application_type": "native",
-        });
-        let mut resp = self
-            .agent
-            .post(endpoint)
-            .header("Content-Type", "application/json")
-            .send(body.to_string().as_bytes())
-            .map_err(|e| anyhow!("client registration failed: {e}"))?;
-        let status = resp.status().as_u16();
-        let doc: Value = json_body(&mut resp).unwrap_or(Value::Null);
-        if !(200..300).contains(&status) {
-            bail!("client registration answered HTTP {status}");
-        }
-        let client_id =
-            doc.get("client_id").and_then(Value::as_str).ok_or_else(|| anyhow!("the registration has no client_id"))?;
-        let secret = doc.get("client_secret").and_then(Value::as_str).map(str::to_string);
-        let method = doc.get("token_endpoint_auth_method").and_then(Value::as_str).unwrap_or(method).to_string();
-        Ok((client_id.to_string(), secret, method))
-    }
-
     fn get_json(&self, url: &str) -> anyhow::Result<Option<Value>> {
         let mut resp = match self
             .agent
@@ -491,47 +437,11 @@ fn resource_of(url: &str, config: Option<&OAuthConfig>) -> String {
     config.and_then(|c| c.resource.clone()).unwrap_or_else(|| discovery::canonical(url))
 }
 
-fn json_body(resp: &mut ureq::http::Response<ureq::Body>) -> Option<Value> {
+pub(crate) fn json_body(resp: &mut ureq::http::Response<ureq::Body>) -> Option<Value> {
     let bytes = resp.body_mut().with_config().limit(1 << 20).read_to_vec().ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// `nod mcp logout`: forget the server's credentials and revoke them where the server can.
-pub fn logout(server: &str) -> anyhow::Result<String> {
-    let path = store::path()?;
-    let removed = store::remove(&path, server)?;
-    let Some(credential) = removed else { return Ok(format!("removed the malformed credentials of server {server}")) };
-    let Some(endpoint) = &credential.revocation_endpoint else {
-        return Ok(format!("logged out of server {server} locally; its authorization server offers no revocation"));
-    };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into();
-    let token = credential.refresh_token.clone().unwrap_or_else(|| credential.access_token.clone());
-    let hint = if credential.refresh_token.is_some() { "refresh_token" } else { "access_token" };
-    let mut form = vec![("token", token), ("token_type_hint", hint.to_string())];
-    let mut req = agent.post(endpoint);
-    if credential.token_auth == "client_secret_basic" {
-        let pair = format!(
-            "{}:{}",
-            flow::encode(&credential.client_id),
-            flow::encode(credential.client_secret.as_deref().unwrap_or(""))
-        );
-        req = req.header("Authorization", format!("Basic {}", flow::base64(pair.as_bytes())));
-    } else {
-        form.push(("client_id", credential.client_id.clone()));
-    }
-    match req.send_form(form.iter().map(|(k, v)| (*k, v.as_str()))) {
-        Ok(resp) if resp.status().is_success() => Ok(format!("logged out of server {server} and revoked its token")),
-        Ok(resp) => {
-            Ok(format!("logged out of server {server} locally; revocation answered HTTP {}", resp.status().as_u16()))
-        }
-        Err(_) => Ok(format!("logged out of server {server} locally; revocation failed")),
-    }
 }

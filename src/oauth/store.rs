@@ -23,6 +23,8 @@ pub struct Credential {
     pub refresh_token: Option<String>,
     /// Unix seconds.
     pub expires_at: Option<u64>,
+    /// When to refresh (unix seconds).
+    pub refresh_at: Option<u64>,
     pub scope: Option<String>,
 }
 
@@ -110,6 +112,7 @@ fn to_value(c: &Credential) -> Value {
         "access_token": c.access_token,
         "refresh_token": c.refresh_token,
         "expires_at": c.expires_at,
+        "refresh_at": c.refresh_at,
         "scope": c.scope,
     })
 }
@@ -127,6 +130,7 @@ fn from_value(v: &Value) -> Option<Credential> {
         access_token: text("access_token")?,
         refresh_token: text("refresh_token"),
         expires_at: v.get("expires_at").and_then(Value::as_u64),
+        refresh_at: v.get("refresh_at").and_then(Value::as_u64),
         scope: text("scope"),
     })
 }

@@ -8,7 +8,8 @@
 //! goes to the dispatcher, which matches it by id. A stream that ends before the answer to its
 //! request is resumed with GET and `Last-Event-ID` after the server's `retry` delay. A 404 to a
 //! request that carried a session id starts a fresh session and replays the request once.
-//! After `notifications/initialized` the standalone GET stream opens in the background.
+//! After `notifications/initialized` the standalone GET stream opens in the background. The
+//! legacy transport lives in `legacy_sse`.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
 use ureq::Agent;
 
+use super::legacy_sse::{legacy_send, resolve_endpoint, start_legacy};
 use super::sse;
 use super::{ConnId, Outbound, TransportError, WorkerHandle};
 use crate::dispatch::Event;
@@ -85,30 +87,30 @@ pub fn spawn(conn: ConnId, name: &str, spec: HttpSpec, events: Sender<Event>) ->
     Ok(WorkerHandle { outbox, waker: None, thread: Some(JoinOnDrop::new(thread)) })
 }
 
-struct Shared {
-    conn: ConnId,
-    name: String,
-    agent: Agent,
+pub(super) struct Shared {
+    pub(super) conn: ConnId,
+    pub(super) name: String,
+    pub(super) agent: Agent,
     url: String,
     headers: Vec<(String, String)>,
-    events: Sender<Event>,
+    pub(super) events: Sender<Event>,
     session: Mutex<Option<String>>,
     /// The negotiated version, sent as MCP-Protocol-Version once known.
     version: Mutex<Option<String>>,
     /// The initialize request (wire id and frame), replayed when a session expires.
     init: Mutex<Option<(u64, Vec<u8>)>>,
-    closed: AtomicBool,
+    pub(super) closed: AtomicBool,
     get_started: AtomicBool,
     /// Legacy mode: the endpoint to POST to, once the SSE stream announced it.
-    legacy: Mutex<Option<Legacy>>,
-    message_timeout: Duration,
+    pub(super) legacy: Mutex<Option<Legacy>>,
+    pub(super) message_timeout: Duration,
     auth: Option<Arc<crate::oauth::OAuth>>,
 }
 
-struct Legacy {
-    endpoint: Option<String>,
+pub(super) struct Legacy {
+    pub(super) endpoint: Option<String>,
     /// Frames waiting for the endpoint.
-    queued: Vec<Vec<u8>>,
+    pub(super) queued: Vec<Vec<u8>>,
 }
 
 fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
@@ -167,11 +169,11 @@ fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
     let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::ClosedByClient });
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn with_headers<B>(
+pub(super) fn with_headers<B>(
     shared: &Shared,
     mut req: ureq::RequestBuilder<B>,
     session: Option<&str>,
@@ -217,7 +219,10 @@ pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Sends a request, following redirects on the same origin only (the method and body are
 /// kept, as for 307). A redirect to another origin is refused: the configured headers and
 /// credentials belong to the configured server.
-fn follow(start: &str, mut send: impl FnMut(&str) -> Result<Response, ureq::Error>) -> Result<Response, String> {
+pub(super) fn follow(
+    start: &str,
+    mut send: impl FnMut(&str) -> Result<Response, ureq::Error>,
+) -> Result<Response, String> {
     let mut url = start.to_string();
     for _ in 0..=MAX_REDIRECTS {
         let resp = send(&url).map_err(|e| describe(&e))?;
@@ -353,7 +358,7 @@ fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
     }
 }
 
-fn http_failure(status: u16) -> String {
+pub(super) fn http_failure(status: u16) -> String {
     match status {
         401 => "HTTP 401: the server requires authentication".into(),
         403 => "HTTP 403: the server refused access".into(),
@@ -373,7 +378,7 @@ fn deliver_body(shared: &Shared, body: &[u8]) -> bool {
     }
 }
 
-fn fail(shared: &Shared, wire_id: u64, cause: String) {
+pub(super) fn fail(shared: &Shared, wire_id: u64, cause: String) {
     let _ = shared.events.send(Event::RequestFailed { conn: shared.conn, wire_id, cause });
 }
 
@@ -489,7 +494,7 @@ fn response_to(msg: &Message, id: u64) -> bool {
 
 /// Sends messages to the dispatcher. Learns the negotiated version from the initialize
 /// answer. Returns false once the dispatcher is gone.
-fn deliver(shared: &Shared, msgs: Vec<Message>, batch: bool) -> bool {
+pub(super) fn deliver(shared: &Shared, msgs: Vec<Message>, batch: bool) -> bool {
     if let Some((init_id, _)) = *lock(&shared.init) {
         for msg in &msgs {
             if let Message::Response { id: Some(id), result: Ok(result) } = msg {
@@ -575,160 +580,4 @@ fn reinitialize(shared: &Arc<Shared>) -> Result<(), String> {
         return Err("the server refused notifications/initialized".into());
     }
     Ok(())
-}
-
-// Legacy HTTP+SSE (2024-11-05): one GET stream carries every answer; messages are POSTed to
-// the endpoint the stream announces first.
-
-fn start_legacy(shared: &Arc<Shared>, sse_url: &str) {
-    {
-        let mut legacy = lock(&shared.legacy);
-        if legacy.is_some() {
-            return;
-        }
-        *legacy = Some(Legacy { endpoint: None, queued: Vec::new() });
-    }
-    let shared = shared.clone();
-    let sse_url = sse_url.to_string();
-    let _ = std::thread::Builder::new()
-        .name(format!("nod-sse:{}", shared.name))
-        .spawn(move || legacy_stream(&shared, &sse_url));
-}
-
-fn legacy_stream(shared: &Arc<Shared>, sse_url: &str) {
-    let opened = follow(sse_url, |url| {
-        with_headers(shared, shared.agent.get(url), None).header("Accept", "text/event-stream").call()
-    });
-    let cause = match opened {
-        Ok(resp) if resp.status().is_success() => {
-            let mut reader = resp.into_body().into_reader();
-            let mut parser = sse::Parser::default();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => break "the server closed its event stream".to_string(),
-                    Ok(n) => n,
-                };
-                let mut batch = Vec::new();
-                if let Err(err) = parser.push(&buf[..n], |e| batch.push(e)) {
-                    break format!("the server sent {err}");
-                }
-                let foreign =
-                    batch.iter().any(|e| e.event == "endpoint" && resolve_endpoint(sse_url, e.data.trim()).is_none());
-                if foreign {
-                    break "the server announced a message endpoint on another origin, which nod refuses".to_string();
-                }
-                for event in batch {
-                    if event.event == "endpoint" {
-                        if let Some(endpoint) = resolve_endpoint(sse_url, event.data.trim()) {
-                            legacy_ready(shared, endpoint);
-                        }
-                    } else if !event.data.is_empty() {
-                        match jsonrpc::decode(event.data.as_bytes(), true) {
-                            Ok(msgs) => {
-                                if !deliver(shared, msgs, false) {
-                                    return;
-                                }
-                            }
-                            Err(err) => log::warn!("server {} sent {err} in its event stream; ignored", shared.name),
-                        }
-                    }
-                }
-                if shared.closed.load(Ordering::SeqCst) {
-                    return;
-                }
-            }
-        }
-        Ok(resp) => http_failure(resp.status().as_u16()),
-        Err(err) => err,
-    };
-    if !shared.closed.load(Ordering::SeqCst) {
-        let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::Io(cause) });
-    }
-}
-
-fn legacy_ready(shared: &Shared, endpoint: String) {
-    let queued = {
-        let mut legacy = lock(&shared.legacy);
-        let Some(legacy) = legacy.as_mut() else { return };
-        legacy.endpoint = Some(endpoint);
-        std::mem::take(&mut legacy.queued)
-    };
-    for frame in queued {
-        legacy_send(shared, frame);
-    }
-}
-
-fn legacy_send(shared: &Shared, frame: Vec<u8>) {
-    let endpoint = {
-        let mut legacy = lock(&shared.legacy);
-        let Some(legacy) = legacy.as_mut() else { return };
-        match &legacy.endpoint {
-            Some(endpoint) => endpoint.clone(),
-            None => {
-                legacy.queued.push(frame);
-                return;
-            }
-        }
-    };
-    let body = frame.strip_suffix(b"\n").unwrap_or(&frame);
-    let sent = follow(&endpoint, |url| {
-        with_headers(shared, shared.agent.post(url), None)
-            .header("Content-Type", "application/json")
-            .config()
-            .timeout_global(Some(shared.message_timeout))
-            .build()
-            .send(body)
-    });
-    let failed = match sent {
-        Ok(resp) if resp.status().is_success() => None,
-        Ok(resp) => Some(http_failure(resp.status().as_u16())),
-        Err(err) => Some(err),
-    };
-    if let Some(cause) = failed {
-        let head: Value = serde_json::from_slice(&frame).unwrap_or(Value::Null);
-        match head.get("id").and_then(Value::as_u64).filter(|_| head.get("method").is_some()) {
-            Some(id) => fail(shared, id, cause),
-            None => log::warn!("server {}: a message was refused: {cause}", shared.name),
-        }
-    }
-}
-
-/// Resolves the legacy endpoint against the SSE URL; only the same origin is accepted.
-pub fn resolve_endpoint(base: &str, endpoint: &str) -> Option<String> {
-    let origin_end = base.find("://").map(|i| i + 3)?;
-    let path_start = base[origin_end..].find('/').map_or(base.len(), |i| origin_end + i);
-    let origin = &base[..path_start];
-    let resolved = if endpoint.contains("://") {
-        endpoint.to_string()
-    } else if endpoint.starts_with('/') {
-        format!("{origin}{endpoint}")
-    } else {
-        let path = &base[path_start..];
-        let path = path.split(['?', '#']).next().unwrap_or("");
-        let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
-        let dir = if dir.is_empty() { "/" } else { dir };
-        format!("{origin}{dir}{endpoint}")
-    };
-    let same = resolved.get(..origin.len()).is_some_and(|o| o.eq_ignore_ascii_case(origin))
-        && matches!(resolved.as_bytes().get(origin.len()), None | Some(b'/' | b'?'));
-    same.then_some(resolved)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::resolve_endpoint;
-
-    #[test]
-    fn endpoints_resolve_on_the_same_origin_only() {
-        let base = "http://127.0.0.1:3000/sse";
-        assert_eq!(
-            resolve_endpoint(base, "/message?sessionId=1").as_deref(),
-            Some("http://127.0.0.1:3000/message?sessionId=1")
-        );
-        assert_eq!(resolve_endpoint("http://h:1/a/sse", "msg").as_deref(), Some("http://h:1/a/msg"));
-        assert_eq!(resolve_endpoint(base, "http://127.0.0.1:3000/m").as_deref(), Some("http://127.0.0.1:3000/m"));
-        assert_eq!(resolve_endpoint(base, "http://evil.example/m"), None);
-        assert_eq!(resolve_endpoint(base, "http://127.0.0.1:30001/m"), None);
-    }
 }

@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod http;
+mod legacy_sse;
 pub mod sse;
 pub mod stdio;
 

@@ -17,6 +17,8 @@ mod faults;
 mod http_faults;
 /// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
 mod lifecycle;
+/// OAuth: discovery, PKCE, refresh, step-up, logout and token secrecy against an in-process world.
+mod oauth;
 /// `nod mcp add` and `nod mcp remove`.
 mod profile;
 /// Project `.mcp.json`: trust, fingerprints, expansion, merging, status and doctor.

@@ -1,0 +1,66 @@
+//! Server-to-client traffic: requests a server sends to nod, the `Responder` that answers
+//! one of them from any thread, and the `InboundHandler` a surface supplies.
+
+use crossbeam_channel::Sender;
+use serde_json::{Value, json};
+
+use super::Event;
+use crate::jsonrpc::{self, ResponseError};
+use crate::mcp::Version;
+use crate::transport::ConnId;
+
+/// A request the server sent to nod.
+#[derive(Debug, Clone)]
+pub struct ServerRequest {
+    pub server: String,
+    pub version: Option<Version>,
+    pub method: String,
+    pub params: Value,
+}
+
+/// Answers one server request, from any thread. Dropping it unanswered sends an internal
+/// error, so a server never waits forever.
+pub struct Responder {
+    events: Sender<Event>,
+    conn: ConnId,
+    id: Option<Value>,
+}
+
+impl Responder {
+    pub(super) fn new(events: Sender<Event>, conn: ConnId, id: Value) -> Responder {
+        Responder { events, conn, id: Some(id) }
+    }
+
+    pub fn respond(mut self, result: Result<Value, ResponseError>) {
+        if let Some(id) = self.id.take() {
+            let _ = self.events.send(Event::Respond { conn: self.conn, id, result });
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let error = ResponseError::new(jsonrpc::INTERNAL_ERROR, "the request was dropped without an answer");
+            let _ = self.events.send(Event::Respond { conn: self.conn, id, result: Err(error) });
+        }
+    }
+}
+
+/// What a surface supplies for server-to-client traffic. Implementations must not block:
+/// answer at once, or move the `Responder` to another thread.
+pub trait InboundHandler: Send + Sync {
+    /// Capabilities nod declares for connections using this handler.
+    fn capabilities(&self) -> Value {
+        json!({})
+    }
+    fn request(&self, req: ServerRequest, responder: Responder) {
+        let error = ResponseError::new(jsonrpc::METHOD_NOT_FOUND, format!("nod does not support {}", req.method));
+        responder.respond(Err(error));
+    }
+    fn notification(&self, _server: &str, _method: &str, _params: &Value) {}
+}
+
+/// The default handler: no client capabilities, every server request refused.
+pub struct NoInbound;
+impl InboundHandler for NoInbound {}
