@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod http;
+mod http_stream;
 mod legacy_sse;
 pub mod sse;
 pub mod stdio;
