@@ -201,3 +201,41 @@ fn memory_creates_entities_and_reads_the_graph() {
     assert!(memory.exists(), "the graph went elsewhere");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn everything_streams_jsonl_calls_in_order_with_many_in_flight() {
+    let Some(env) = everything() else { return };
+    let input: String = (0..40).map(|i| format!("{}\n", json!({ "message": format!("m{i}") }))).collect();
+    let out = env.nod(["mcp", "tool", "call", EV, "echo", "--jsonl", "--parallel", "8"]).stdin(input).timeout(60).run();
+    out.code(0);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 40, "{}", out.dump());
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["content"][0]["text"], format!("Echo: m{i}"), "line {i}");
+    }
+}
+
+#[test]
+fn filesystem_reads_many_files_through_jsonl() {
+    let Some(bin) = npm_bin("mcp-server-filesystem") else { return };
+    let env = Env::new();
+    let root = env.path("files");
+    std::fs::create_dir(&root).unwrap();
+    for i in 0..12 {
+        std::fs::write(root.join(format!("f{i}.txt")), format!("content {i}")).unwrap();
+    }
+    real_profile(&env, "fs", bin, &[&root.to_string_lossy()], json!({}));
+    let input: String = (0..12).map(|i| format!("{}\n", json!({ "path": root.join(format!("f{i}.txt")) }))).collect();
+    let out = env
+        .nod(["mcp", "tool", "call", "fs", "read_text_file", "--jsonl", "--parallel", "4"])
+        .stdin(input)
+        .timeout(60)
+        .run();
+    out.code(0);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 12, "{}", out.dump());
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["content"][0]["text"], format!("content {i}"), "line {i}: {line}");
+    }
+    env.assert_no_leftovers();
+}

@@ -199,6 +199,18 @@ fn check_python(env: &Env) {
         .code(0)
         .stdout_has("x = 1");
     env.nod(["mcp", "tool", "call", "rem", "add", r#"{"a":"not a number"}"#]).timeout(60).run().code(1);
+    env.nod(["mcp", "resource", "complete", "rem", "py://greeting/{name}", "name", "A"])
+        .timeout(60)
+        .run()
+        .code(0)
+        .stdout_has("Ada")
+        .stdout_has("Alan")
+        .stdout_lacks("Grace");
+    env.nod(["mcp", "prompt", "complete", "rem", "review", "code", "pr"])
+        .timeout(60)
+        .run()
+        .code(0)
+        .stdout_has("print(1)");
 }
 
 #[test]
