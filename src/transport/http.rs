@@ -113,9 +113,7 @@ fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
     if legacy {
         start_legacy(&shared, &shared.url.clone());
     }
-    let mut requests: Vec<JoinOnDrop<()>> = Vec::new();
     while let Ok(out) = inbox.recv() {
-        requests.retain(|t| !t.is_finished());
         match out {
             Outbound::Send(frame) => {
                 if shared.legacy.lock().is_ok_and(|l| l.is_some()) {
@@ -161,7 +159,6 @@ fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
         let req = with_headers(&shared, shared.agent.delete(&shared.url), Some(&session));
         let _ = req.config().timeout_global(Some(Duration::from_secs(2))).build().call();
     }
-    drop(requests);
     let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::ClosedByClient });
 }
 
