@@ -151,7 +151,8 @@ fn lex(page: help::Page) -> impl Fn(lexopt::Error) -> UsageError {
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
     let mut parser = lexopt::Parser::from_args(args);
     let top = help::Page::Nod;
-    while let Some(arg) = parser.next().map_err(lex(top))? {
+    // The first word decides; every branch returns.
+    if let Some(arg) = parser.next().map_err(lex(top))? {
         match arg {
             Short('h') | Long("help") => return Ok(Command::Help(top)),
             Short('V') | Short('v') | Long("version") => return Ok(Command::Version),

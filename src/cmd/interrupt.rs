@@ -16,9 +16,11 @@ static DONE: OnceLock<(Sender<()>, Receiver<()>)> = OnceLock::new();
 /// Starts the signal thread. Call once, early in `main`.
 pub fn install() {
     let done = DONE.get_or_init(|| crossbeam_channel::bounded(1));
-    let Ok(mut signals) =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-    else {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ]) else {
         return;
     };
     let done = done.0.clone();

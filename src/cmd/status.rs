@@ -94,14 +94,14 @@ pub fn doctor(json: bool) -> anyhow::Result<Exit> {
     let home = config::home()?;
     let mut findings = Vec::new();
     let private = |path: &Path, mode: u32, what: &str, findings: &mut Vec<Finding>| {
-        if let Ok(meta) = std::fs::metadata(path) {
-            if meta.permissions().mode() & 0o077 != 0 {
-                findings.push(Finding {
-                    problem: true,
-                    message: format!("{what} {} can be read by other users", path.display()),
-                    fix: format!("chmod {mode:o} {}", path.display()),
-                });
-            }
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            findings.push(Finding {
+                problem: true,
+                message: format!("{what} {} can be read by other users", path.display()),
+                fix: format!("chmod {mode:o} {}", path.display()),
+            });
         }
     };
     private(&home, 0o700, "the nod folder", &mut findings);

@@ -148,10 +148,10 @@ fn print_result(call: &ToolCall, result: &Value) -> anyhow::Result<Exit> {
     } else {
         let content = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         let mut text = render::blocks(content, stdout_is_terminal());
-        if content.is_empty() {
-            if let Some(structured) = result.get("structuredContent") {
-                text = format!("{}\n", serde_json::to_string_pretty(structured)?);
-            }
+        if content.is_empty()
+            && let Some(structured) = result.get("structuredContent")
+        {
+            text = format!("{}\n", serde_json::to_string_pretty(structured)?);
         }
         if is_error {
             eprint!(

@@ -150,12 +150,12 @@ pub fn parse_server(doc: &Value, expected_issuer: Option<&str>) -> anyhow::Resul
             .collect()
     };
     let issuer = text("issuer").ok_or_else(|| anyhow!("the authorization server metadata has no issuer"))?;
-    if let Some(expected) = expected_issuer {
-        if issuer.trim_end_matches('/') != expected.trim_end_matches('/') {
-            bail!(
-                "the authorization server metadata names another issuer than the one it was fetched for ({issuer} instead of {expected}); refusing it"
-            );
-        }
+    if let Some(expected) = expected_issuer
+        && issuer.trim_end_matches('/') != expected.trim_end_matches('/')
+    {
+        bail!(
+            "the authorization server metadata names another issuer than the one it was fetched for ({issuer} instead of {expected}); refusing it"
+        );
     }
     // PKCE with S256 is required; metadata that does not say so is refused (MCP 2025-11-25).
     if !list("code_challenge_methods_supported").iter().any(|m| m == "S256") {

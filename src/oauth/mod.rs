@@ -246,13 +246,13 @@ impl OAuth {
             bail!("the callback's state does not match; the authorization was not completed");
         }
         // RFC 9207: a callback that names an issuer must name this one; no override.
-        if let Some(iss) = get("iss") {
-            if iss.trim_end_matches('/') != server.issuer.trim_end_matches('/') {
-                bail!(
-                    "the callback names another issuer than the authorization server's ({iss} instead of {}); refusing it",
-                    server.issuer
-                );
-            }
+        if let Some(iss) = get("iss")
+            && iss.trim_end_matches('/') != server.issuer.trim_end_matches('/')
+        {
+            bail!(
+                "the callback names another issuer than the authorization server's ({iss} instead of {}); refusing it",
+                server.issuer
+            );
         }
         let code = get("code").ok_or_else(|| anyhow!("the callback has no code"))?;
         let mut form = vec![

@@ -88,10 +88,10 @@ pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::R
         return Ok(Listing::default());
     }
     let epoch = kind.epoch(session).load(Ordering::SeqCst);
-    if let Ok(cache) = session.cache().lock() {
-        if let Some((_, _, listing)) = cache.entries.iter().find(|(k, e, _)| *k == kind && *e == epoch) {
-            return Ok(listing.clone());
-        }
+    if let Ok(cache) = session.cache().lock()
+        && let Some((_, _, listing)) = cache.entries.iter().find(|(k, e, _)| *k == kind && *e == epoch)
+    {
+        return Ok(listing.clone());
     }
     let listing = fetch(session, kind, deadline)?;
     if let Ok(mut cache) = session.cache().lock() {

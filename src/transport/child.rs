@@ -82,10 +82,10 @@ impl ChildGuard {
 
     /// Reaps the child if it has exited.
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
-        if self.reaped.is_none() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                self.reaped = Some(status);
-            }
+        if self.reaped.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.reaped = Some(status);
         }
         self.reaped
     }

@@ -249,13 +249,12 @@ fn describe(err: &ureq::Error) -> String {
 /// POSTs a notification or a response. Returns whether the server accepted it.
 fn message(shared: &Shared, frame: &[u8]) -> bool {
     let mut answer = post(shared, frame, Some(shared.message_timeout));
-    if let (Ok((resp, _)), Some(auth)) = (&answer, &shared.auth) {
-        if resp.status().as_u16() == 401 {
-            let challenge =
-                resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-            if auth.unauthorized(&challenge) {
-                answer = post(shared, frame, Some(shared.message_timeout));
-            }
+    if let (Ok((resp, _)), Some(auth)) = (&answer, &shared.auth)
+        && resp.status().as_u16() == 401
+    {
+        let challenge = resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        if auth.unauthorized(&challenge) {
+            answer = post(shared, frame, Some(shared.message_timeout));
         }
     }
     match answer {
@@ -287,10 +286,8 @@ fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
             Err(err) => return fail(shared, id, err),
         };
         let status = resp.status().as_u16();
-        if is_init {
-            if let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-                *lock(&shared.session) = Some(session.to_string());
-            }
+        if is_init && let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            *lock(&shared.session) = Some(session.to_string());
         }
         let challenge =
             || resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
@@ -421,12 +418,11 @@ fn answer(shared: &Shared, mut resp: ureq::http::Response<ureq::Body>, want: Opt
 pub(super) fn deliver(shared: &Shared, msgs: Vec<Message>, batch: bool) -> bool {
     if let Some((init_id, _)) = *lock(&shared.init) {
         for msg in &msgs {
-            if let Message::Response { id: Some(id), result: Ok(result) } = msg {
-                if id.as_u64() == Some(init_id) {
-                    if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
-                        *lock(&shared.version) = Some(version.to_string());
-                    }
-                }
+            if let Message::Response { id: Some(id), result: Ok(result) } = msg
+                && id.as_u64() == Some(init_id)
+                && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
+            {
+                *lock(&shared.version) = Some(version.to_string());
             }
         }
     }

@@ -100,10 +100,10 @@ impl WorkerHandle {
     pub fn send(&self, out: Outbound) {
         // A send to a worker that has already ended is ignored: its `Closed` event carries
         // the cause.
-        if self.outbox.send(out).is_ok() {
-            if let Some(waker) = &self.waker {
-                let _ = waker.wake();
-            }
+        if self.outbox.send(out).is_ok()
+            && let Some(waker) = &self.waker
+        {
+            let _ = waker.wake();
         }
     }
 }

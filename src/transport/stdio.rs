@@ -245,24 +245,24 @@ impl Worker {
             }
         }
         let want_writable = !self.writes.is_empty();
-        if want_writable != self.stdin_registered {
-            if let Some(stdin) = self.stdin.as_mut() {
-                let registry = self.poll.registry();
-                let _ = if want_writable {
-                    registry.register(stdin, STDIN, Interest::WRITABLE)
-                } else {
-                    registry.deregister(stdin)
-                };
-                self.stdin_registered = want_writable;
-            }
+        if want_writable != self.stdin_registered
+            && let Some(stdin) = self.stdin.as_mut()
+        {
+            let registry = self.poll.registry();
+            let _ = if want_writable {
+                registry.register(stdin, STDIN, Interest::WRITABLE)
+            } else {
+                registry.deregister(stdin)
+            };
+            self.stdin_registered = want_writable;
         }
     }
 
     fn close_stdin(&mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            if self.stdin_registered {
-                let _ = self.poll.registry().deregister(&mut stdin);
-            }
+        if let Some(mut stdin) = self.stdin.take()
+            && self.stdin_registered
+        {
+            let _ = self.poll.registry().deregister(&mut stdin);
         }
         self.stdin_registered = false;
         self.writes.clear();

@@ -101,6 +101,23 @@ fn ctrl_c_cancels_the_call_in_flight_and_exits_130() {
 }
 
 #[test]
+fn sigterm_and_sighup_end_nod_like_ctrl_c() {
+    for signal in [libc::SIGTERM, libc::SIGHUP] {
+        let env = Env::new();
+        env.fixture(&[], json!({ "operation_timeout_ms": 30000 }));
+        let running = env.nod(["mcp", "tool", "call", SERVER, "hang"]).spawn();
+        let call = env.wait_for_wire("tools/call", Duration::from_secs(10));
+        // SAFETY: plain kill(2) on the nod process this test started.
+        unsafe { libc::kill(running.pid(), signal) };
+        running.wait().code(130).within(15.0);
+        let wire = env.wire();
+        let cancels = with_method(&wire, "notifications/cancelled");
+        assert!(cancels.iter().any(|c| c["params"]["requestId"] == call["id"]), "signal {signal}: {wire:?}");
+        env.assert_no_leftovers();
+    }
+}
+
+#[test]
 fn a_grandchild_seen_running_is_gone_after_the_server_crashes() {
     let env = Env::new();
     env.fixture(&["--scenario", "grandchild"], json!({}));
