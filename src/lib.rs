@@ -7,9 +7,13 @@
 //!   (`session::catalog`) and the elicitation policies of non-interactive surfaces.
 //! - `dispatch` is one thread that owns every pending call and deadline, and routes requests,
 //!   cancellations, progress and server-to-client requests over crossbeam channels.
-//! - `transport` has one worker thread per connection; stdio drives child pipes with mio.
+//! - `transport` has one worker per connection, all with one contract; stdio drives child
+//!   pipes with mio, HTTP uses ureq with a thread per request stream.
+//! - `net` builds ureq agents (one TLS and proxy setup) and holds the one SSE parser.
 //! - `jsonrpc` frames and decodes messages under the 8 MiB cap.
 //! - `config` reads the profile; problems are data, so one bad entry never hides the rest.
+//! - `oauth` authorizes remote servers; the transport reaches it through a trait, and the
+//!   browser side belongs to the front end.
 
 pub mod cli;
 pub mod cmd;
@@ -17,6 +21,7 @@ pub mod config;
 pub mod dispatch;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod net;
 pub mod oauth;
 pub mod session;
 pub mod sha256;

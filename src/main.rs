@@ -3,24 +3,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use nod::cmd::Context;
+use nod::cmd::interrupt::Signals;
+use nod::util::{Redactor, Trigger};
+
 fn main() -> ExitCode {
-    let filter = std::env::var("NOD_LOG").or_else(|_| std::env::var("RUST_LOG")).unwrap_or_else(|_| "warn".into());
-    let mut logger = env_logger::Builder::new();
-    logger.parse_filters(&filter);
-    if filter.to_ascii_lowercase().contains("trace") {
-        // The HTTP stack's trace level dumps raw requests, headers and credentials included:
-        // it is held at debug whatever the filter says.
-        for module in ["ureq", "ureq_proto", "rustls"] {
-            logger.filter_module(module, log::LevelFilter::Debug);
-        }
-    }
-    logger
-        .format(|buf, record| {
-            let level = record.level().as_str().to_ascii_lowercase();
-            // Log lines may quote server output: secrets are scrubbed here too.
-            writeln!(buf, "nod: {level}: {}", nod::util::scrub(&record.args().to_string()))
-        })
-        .init();
+    let redactor = Redactor::default();
+    init_logging(redactor.clone());
     let command = match nod::cli::parse(std::env::args_os().skip(1)) {
         Ok(command) => command,
         Err(err) if err.message.is_empty() => nod::cli::Command::Help(err.page),
@@ -29,6 +18,27 @@ fn main() -> ExitCode {
             return ExitCode::from(nod::cmd::Exit::Failure as u8);
         }
     };
-    nod::cmd::install_interrupts();
-    ExitCode::from(nod::cmd::run(command) as u8)
+    let interrupt = Trigger::default();
+    Signals::install(interrupt.clone());
+    let ctx = Context { redactor, interrupt };
+    ExitCode::from(nod::cmd::run(command, &ctx) as u8)
+}
+
+/// `NOD_LOG` (else `RUST_LOG`, else warn) to stderr, every line redacted. The HTTP stack's
+/// own debug and trace output dumps raw requests, credentials included, so its modules are
+/// held at info whatever the filter says.
+fn init_logging(redactor: Redactor) {
+    let filter = std::env::var("NOD_LOG").or_else(|_| std::env::var("RUST_LOG")).unwrap_or_else(|_| "warn".into());
+    let mut logger = env_logger::Builder::new();
+    logger.parse_filters(&filter);
+    for module in ["ureq", "ureq_proto", "rustls"] {
+        logger.filter_module(module, log::LevelFilter::Info.min(log::LevelFilter::Debug));
+    }
+    logger
+        .format(move |buf, record| {
+            let level = record.level().as_str().to_ascii_lowercase();
+            // Log lines may quote server output: secrets are scrubbed here too.
+            writeln!(buf, "nod: {level}: {}", redactor.redact(&record.args().to_string()))
+        })
+        .init();
 }

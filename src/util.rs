@@ -1,7 +1,9 @@
 //! nod's small standard library: a joining thread guard, a bounded text tail for server
-//! stderr, secret redaction, base64 decoding and terminal-safe text.
+//! stderr, secret redaction, a one-shot trigger, base64 decoding and terminal-safe text.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
 /// Joins its thread when dropped, so no worker outlives its owner.
@@ -76,16 +78,105 @@ impl Tail {
     }
 }
 
-static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-
-/// Remembers the configured secrets (environment and header values) for `scrub`.
-pub fn remember_secrets(secrets: Vec<String>) {
-    let _ = SECRETS.set(secrets);
+/// The secret values nod must never print (environment and header values, tokens, server
+/// URLs), and the redaction of text that might contain them. A value, shared by clones: the
+/// logger and the front end hold the same one, and a reload adds to it.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    secrets: Arc<RwLock<Vec<String>>>,
 }
 
-/// `redact` with the remembered secrets: for every error and log line nod prints.
-pub fn scrub(text: &str) -> String {
-    redact(text, SECRETS.get().map_or(&[], Vec::as_slice))
+impl Redactor {
+    /// Remembers more secrets. Longer ones are replaced first.
+    pub fn add(&self, secrets: impl IntoIterator<Item = String>) {
+        let mut known = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
+        for secret in secrets {
+            if secret.len() >= 4 && !known.contains(&secret) {
+                known.push(secret);
+            }
+        }
+        known.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+
+    /// `redact` with the remembered secrets: for every error and log line nod prints.
+    pub fn redact(&self, text: &str) -> String {
+        let known = self.secrets.read().unwrap_or_else(PoisonError::into_inner);
+        redact(text, &known)
+    }
+}
+
+/// A one-shot signal: fired once (Ctrl-C, a cancelled turn), observed by polling, by
+/// `select!` on `receiver()`, or by actions registered with `on_fire`. A value, so one
+/// process can hold several (one per turn) and fire one without the others.
+#[derive(Clone)]
+pub struct Trigger {
+    inner: Arc<TriggerInner>,
+}
+
+struct TriggerInner {
+    fired: AtomicBool,
+    /// Dropped on fire, which makes `receiver` ready (disconnected) for every select.
+    gate: Mutex<Option<crossbeam_channel::Sender<()>>>,
+    receiver: crossbeam_channel::Receiver<()>,
+    actions: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Default for Trigger {
+    fn default() -> Trigger {
+        let (gate, receiver) = crossbeam_channel::bounded(0);
+        Trigger {
+            inner: Arc::new(TriggerInner {
+                fired: AtomicBool::new(false),
+                gate: Mutex::new(Some(gate)),
+                receiver,
+                actions: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+impl Trigger {
+    /// Fires: wakes every waiter and runs the registered actions, once.
+    pub fn fire(&self) {
+        if self.inner.fired.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.inner.gate.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let actions = std::mem::take(&mut *self.inner.actions.lock().unwrap_or_else(PoisonError::into_inner));
+        for action in actions {
+            action();
+        }
+    }
+
+    pub fn is_fired(&self) -> bool {
+        self.inner.fired.load(Ordering::SeqCst)
+    }
+
+    /// Ready (disconnected) once fired.
+    pub fn receiver(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.inner.receiver
+    }
+
+    /// Runs `action` when the trigger fires (at once if it has).
+    pub fn on_fire(&self, action: impl FnOnce() + Send + 'static) {
+        let mut actions = self.inner.actions.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.is_fired() {
+            drop(actions);
+            action();
+        } else {
+            actions.push(Box::new(action));
+        }
+    }
+}
+
+/// A duration for people: `60 s`, `1.5 s`, `0.25 s`.
+pub fn seconds(duration: std::time::Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        return format!("{} s", millis / 1000);
+    }
+    let text = format!("{:.3}", duration.as_secs_f64());
+    format!("{} s", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// Replaces every secret in `text` with `[redacted]`, and every URL with `<url>`.
@@ -209,6 +300,37 @@ mod tests {
         assert_eq!(redact("issuer https://a/b, not https://c.", &[]), "issuer <url>, not <url>.");
         // The reproducer from tests/fuzz (message target): a multi-byte character before "://".
         assert_eq!(redact("{\"&[{\u{595}so://x", &[]), "{\"&[{\u{595}<url>");
+    }
+
+    #[test]
+    fn seconds_read_naturally() {
+        use std::time::Duration;
+        assert_eq!(seconds(Duration::from_secs(60)), "60 s");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(seconds(Duration::from_millis(1005)), "1.005 s");
+        assert_eq!(seconds(Duration::from_millis(250)), "0.25 s");
+        assert_eq!(seconds(Duration::from_micros(29_999_600)), "30 s");
+    }
+
+    #[test]
+    fn a_trigger_fires_once_and_wakes_waiters() {
+        let trigger = Trigger::default();
+        let count = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let seen = count.clone();
+        trigger.on_fire(move || {
+            seen.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(trigger.receiver().try_recv().is_err() && !trigger.is_fired());
+        trigger.fire();
+        trigger.fire();
+        assert!(trigger.is_fired());
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+        assert!(matches!(trigger.receiver().recv(), Err(crossbeam_channel::RecvError)));
+        let late = count.clone();
+        trigger.on_fire(move || {
+            late.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(count.load(Ordering::SeqCst), 2);
     }
 
     #[test]

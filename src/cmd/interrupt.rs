@@ -1,59 +1,41 @@
-//! Ctrl-C, SIGTERM and SIGHUP: the first one cancels every request in flight (servers receive
-//! `notifications/cancelled`), shuts the engine down, and makes the command exit 130.
+//! Ctrl-C, SIGTERM and SIGHUP. One thread receives the signals and fires the trigger that is
+//! armed at the moment: for `nod mcp` the command's own, whose actions cancel every request
+//! in flight (servers receive `notifications/cancelled`) and shut the engine down, and the
+//! command exits 130. A shell arms a new trigger for each turn.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use crossbeam_channel::{Receiver, Sender};
+use crate::util::Trigger;
 
-use crate::dispatch::Engine;
+/// The process's signal handling: which trigger a signal fires now.
+#[derive(Clone)]
+pub struct Signals {
+    armed: Arc<Mutex<Trigger>>,
+}
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
-static DONE: OnceLock<(Sender<()>, Receiver<()>)> = OnceLock::new();
-
-/// Starts the signal thread. Call once, early in `main`.
-pub fn install() {
-    let done = DONE.get_or_init(|| crossbeam_channel::bounded(1));
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ]) else {
-        return;
-    };
-    let done = done.0.clone();
-    let _ = std::thread::Builder::new().name("nod-signals".into()).spawn(move || {
-        if signals.forever().next().is_some() {
-            INTERRUPTED.store(true, Ordering::SeqCst);
-            let engine = ENGINE.lock().ok().and_then(|mut e| e.take());
-            if let Some(engine) = engine {
-                engine.cancel_all("interrupted by the user");
-                engine.shutdown();
+impl Signals {
+    /// Starts the signal thread with `trigger` armed. Call once, early in `main`.
+    pub fn install(trigger: Trigger) -> Signals {
+        let signals = Signals { armed: Arc::new(Mutex::new(trigger)) };
+        let Ok(mut incoming) = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ]) else {
+            return signals;
+        };
+        let armed = signals.armed.clone();
+        let _ = std::thread::Builder::new().name("nod-signals".into()).spawn(move || {
+            for _ in incoming.forever() {
+                let trigger = armed.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                trigger.fire();
             }
-            let _ = done.send(());
-        }
-    });
-}
-
-/// Registers the engine that an interrupt should stop.
-pub fn watch(engine: &Engine) {
-    if let Ok(mut slot) = ENGINE.lock() {
-        *slot = Some(engine.clone());
+        });
+        signals
     }
-    if interrupted() {
-        engine.shutdown();
-    }
-}
 
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// After an interrupt: wait (bounded) until the signal thread has shut the servers down.
-pub fn wait_shutdown() {
-    if let Some((_, rx)) = DONE.get() {
-        let _ = rx.recv_timeout(Duration::from_secs(10));
+    /// Makes the next signal fire `trigger`.
+    pub fn arm(&self, trigger: Trigger) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = trigger;
     }
 }

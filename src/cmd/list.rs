@@ -2,46 +2,33 @@
 //! every enabled server, connected in parallel. Neither shows commands, environment values,
 //! headers or URLs.
 
-use std::time::Instant;
-
 use serde_json::{Value, json};
 
-use super::{Exit, print, print_json};
+use super::{Context, Exit, print, print_json};
 use crate::config::merge::Source;
 use crate::config::project::{Entry, Trust};
 use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity, Transport};
-use crate::dispatch::Engine;
-use crate::session::Session;
-use crate::session::catalog::{self, Kind};
-use crate::util::{one_line, redact};
+use crate::session::Access;
+use crate::session::fleet::{Fleet, Health, State};
+use crate::util::one_line;
 
-pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
+pub fn run(connect: bool, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let loaded = crate::config::load_native()?;
-    crate::util::remember_secrets(loaded.secrets());
+    ctx.redactor.add(loaded.secrets());
     if !connect {
         return configuration(&loaded, json);
     }
     super::note_skipped(&loaded);
-    let engine = Engine::start();
-    super::interrupt::watch(&engine);
-    let secrets = loaded.secrets();
-    let healths: Vec<Health> = std::thread::scope(|scope| {
-        let handles: Vec<_> = loaded
-            .servers
-            .iter()
-            .map(|server| {
-                let engine = &engine;
-                let secrets = &secrets;
-                scope.spawn(move || probe(engine, server, secrets))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("probe thread")).collect()
-    });
+    let engine = super::start_engine(ctx);
+    let access = Access { browser: super::browser::from_environment(), fresh: false };
+    let fleet = Fleet::connect(&engine, &loaded.servers, super::no_input(), &access);
+    let healths = fleet.health();
+    drop(fleet);
     engine.shutdown();
-    let failed = healths.iter().any(|h| h.state == "failed");
+    let failed = healths.iter().any(|h| h.state == State::Failed);
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
     if json {
-        let servers: Vec<Value> = healths.iter().map(Health::to_json).collect();
+        let servers: Vec<Value> = healths.iter().map(|h| health_json(h, ctx)).collect();
         print_json(&json!({
             "path": loaded.path,
             "servers": servers,
@@ -51,7 +38,7 @@ pub fn run(connect: bool, json: bool) -> anyhow::Result<Exit> {
     } else {
         let mut out = format!("MCP health ({}):\n", count(healths.len()));
         for health in &healths {
-            out.push_str(&health.to_text());
+            out.push_str(&health_text(health, ctx));
         }
         out.push_str(&issues_text(&loaded.issues));
         print(&out)?;
@@ -166,121 +153,66 @@ fn count(n: usize) -> String {
     if n == 1 { "1 server".into() } else { format!("{n} servers") }
 }
 
-struct Health {
-    name: String,
-    transport: &'static str,
-    state: &'static str,
-    version: Option<String>,
-    server_name: Option<String>,
-    server_version: Option<String>,
-    counts: [Option<usize>; 4],
-    rejected: usize,
-    error: Option<String>,
-    millis: u128,
+/// A health error as shown: one line, every secret and URL redacted.
+fn shown_error(health: &Health, ctx: &Context) -> Option<String> {
+    health.error.as_ref().map(|e| ctx.redactor.redact(&one_line(e)))
 }
 
-fn probe(engine: &Engine, server: &ServerConfig, secrets: &[String]) -> Health {
-    let started = Instant::now();
-    let mut health = Health {
-        name: server.name.clone(),
-        transport: server.transport.kind(),
-        state: "disabled",
-        version: None,
-        server_name: None,
-        server_version: None,
-        counts: [None; 4],
-        rejected: 0,
-        error: None,
-        millis: 0,
-    };
-    if !server.enabled {
-        return health;
-    }
-    let deadline = started + server.startup_timeout;
-    let result = Session::connect(engine, server, super::no_input()).and_then(|session| {
-        let info = |key: &str| {
-            session
-                .server_info
-                .get(key)
-                .and_then(Value::as_str)
-                .map(|s| one_line(&s.chars().take(80).collect::<String>()))
-        };
-        health.version = Some(session.version.to_string());
-        health.server_name = info("name");
-        health.server_version = info("version");
-        for (i, kind) in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts].into_iter().enumerate() {
-            if session.has(kind.capability()) {
-                let listing = catalog::list_until(&session, kind, deadline)?;
-                health.counts[i] = Some(listing.items.len());
-                health.rejected += listing.rejected.len();
-            }
-        }
-        session.close();
-        Ok(())
-    });
-    health.millis = started.elapsed().as_millis();
-    match result {
-        Ok(()) => health.state = "ready",
-        Err(err) => {
-            health.state = "failed";
-            health.error = Some(redact(&one_line(&format!("{err:#}")), secrets));
-        }
-    }
-    health
+/// Server-chosen names pass the same redactor as errors: a server may echo a secret.
+fn shown_info(text: &Option<String>, ctx: &Context) -> Option<String> {
+    text.as_ref().map(|t| ctx.redactor.redact(t))
 }
 
-impl Health {
-    fn to_json(&self) -> Value {
-        let [tools, resources, templates, prompts] = self.counts;
-        json!({
-            "name": self.name,
-            "transport": self.transport,
-            "state": self.state,
-            "protocol_version": self.version,
-            "server_name": self.server_name,
-            "server_version": self.server_version,
-            "tools": tools,
-            "resources": resources,
-            "templates": templates,
-            "prompts": prompts,
-            "rejected": self.rejected,
-            "error": self.error,
-            "elapsed_ms": self.millis,
-        })
-    }
+fn health_json(health: &Health, ctx: &Context) -> Value {
+    let counts = health.counts;
+    json!({
+        "name": health.name,
+        "transport": health.transport,
+        "state": health.state.as_str(),
+        "protocol_version": health.version,
+        "server_name": shown_info(&health.server_name, ctx),
+        "server_version": shown_info(&health.server_version, ctx),
+        "tools": counts.tools,
+        "resources": counts.resources,
+        "templates": counts.templates,
+        "prompts": counts.prompts,
+        "rejected": health.rejected,
+        "error": shown_error(health, ctx),
+        "elapsed_ms": health.elapsed.as_millis(),
+    })
+}
 
-    fn to_text(&self) -> String {
-        let mut out = format!("  {}  transport={} state={}", self.name, self.transport, self.state);
-        if let Some(version) = &self.version {
-            out.push_str(&format!(" protocol={version}"));
-        }
-        if let Some(name) = &self.server_name {
-            out.push_str(&format!(" server={}", crate::util::terminal_safe(name)));
-            if let Some(v) = self.server_version.as_ref().filter(|v| !v.is_empty()) {
-                out.push_str(&format!("@{}", crate::util::terminal_safe(v)));
-            }
-        }
-        out.push('\n');
-        if self.state == "ready" {
-            let shown = |n: Option<usize>| n.map_or("-".to_string(), |n| n.to_string());
-            let [tools, resources, templates, prompts] = self.counts;
-            out.push_str(&format!(
-                "    tools={} resources={} templates={} prompts={}",
-                shown(tools),
-                shown(resources),
-                shown(templates),
-                shown(prompts)
-            ));
-            if self.rejected > 0 {
-                out.push_str(&format!(" rejected={}", self.rejected));
-            }
-            out.push_str(&format!(" ({} ms)\n", self.millis));
-        }
-        if let Some(error) = &self.error {
-            out.push_str(&format!("    error: {}\n", crate::util::terminal_safe(error)));
-        }
-        out
+fn health_text(health: &Health, ctx: &Context) -> String {
+    let mut out = format!("  {}  transport={} state={}", health.name, health.transport, health.state.as_str());
+    if let Some(version) = &health.version {
+        out.push_str(&format!(" protocol={version}"));
     }
+    if let Some(name) = shown_info(&health.server_name, ctx) {
+        out.push_str(&format!(" server={}", crate::util::terminal_safe(&name)));
+        if let Some(v) = shown_info(&health.server_version, ctx).filter(|v| !v.is_empty()) {
+            out.push_str(&format!("@{}", crate::util::terminal_safe(&v)));
+        }
+    }
+    out.push('\n');
+    if health.state == State::Ready {
+        let shown = |n: Option<usize>| n.map_or("-".to_string(), |n| n.to_string());
+        let counts = health.counts;
+        out.push_str(&format!(
+            "    tools={} resources={} templates={} prompts={}",
+            shown(counts.tools),
+            shown(counts.resources),
+            shown(counts.templates),
+            shown(counts.prompts)
+        ));
+        if health.rejected > 0 {
+            out.push_str(&format!(" rejected={}", health.rejected));
+        }
+        out.push_str(&format!(" ({} ms)\n", health.elapsed.as_millis()));
+    }
+    if let Some(error) = shown_error(health, ctx) {
+        out.push_str(&format!("    error: {}\n", crate::util::terminal_safe(&error)));
+    }
+    out
 }
 
 fn issues_json(issues: &[ConfigIssue]) -> Vec<Value> {

@@ -3,8 +3,9 @@
 //! module that prints.
 
 mod auth;
+mod browser;
 mod edit;
-mod interrupt;
+pub mod interrupt;
 mod list;
 mod prompt;
 mod render;
@@ -12,8 +13,6 @@ mod resource;
 mod status;
 mod tool;
 mod trust;
-
-pub use interrupt::install as install_interrupts;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -24,9 +23,19 @@ use crate::cli::{Command, Mcp};
 use crate::config::project::Trust;
 use crate::config::{self, Loaded, ServerConfig, Severity};
 use crate::dispatch::{Engine, InboundHandler};
-use crate::session::Session;
 use crate::session::elicit::{Policy, PolicyHandler};
 use crate::session::supervisor::Supervised;
+use crate::session::{Access, Session};
+use crate::util::{Redactor, Trigger};
+
+/// What every command gets from `main`: values, not globals.
+#[derive(Clone)]
+pub struct Context {
+    /// The secrets to keep out of every message; the logger holds the same one.
+    pub redactor: Redactor,
+    /// Fired by Ctrl-C, SIGTERM or SIGHUP: the command stops and exits 130.
+    pub interrupt: Trigger,
+}
 
 /// How a command ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +48,7 @@ pub enum Exit {
 }
 
 /// Runs a parsed command. Errors are printed once, redacted, as `nod: ...`.
-pub fn run(command: Command) -> Exit {
+pub fn run(command: Command, ctx: &Context) -> Exit {
     let result = match command {
         Command::Help(page) => print(&crate::cli::help::render(page)).map(|()| Exit::Ok),
         Command::Version => print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok),
@@ -47,30 +56,26 @@ pub fn run(command: Command) -> Exit {
         Command::Shell => {
             Err(anyhow!("the interactive shell is not built yet; see nod --help for what nod can do now"))
         }
-        Command::Mcp(mcp) => run_mcp(mcp),
+        Command::Mcp(mcp) => run_mcp(mcp, ctx),
         Command::Status { json } => status::status(json),
         Command::Doctor { json } => status::doctor(json),
     };
     let exit = match result {
         Ok(exit) => exit,
         Err(err) if is_broken_pipe(&err) => Exit::Ok,
+        Err(_) if ctx.interrupt.is_fired() => Exit::Interrupted,
         Err(err) => {
-            if interrupt::interrupted() {
-                Exit::Interrupted
-            } else {
-                eprintln!("nod: {}", crate::util::scrub(&format!("{err:#}")));
-                Exit::Failure
-            }
+            eprintln!("nod: {}", ctx.redactor.redact(&format!("{err:#}")));
+            Exit::Failure
         }
     };
-    if interrupt::interrupted() {
-        interrupt::wait_shutdown();
+    if ctx.interrupt.is_fired() {
         return Exit::Interrupted;
     }
     exit
 }
 
-fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
+fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
     match mcp {
         Mcp::Path => {
             print(&format!("{}\n", config::profile::path()?.display()))?;
@@ -79,30 +84,32 @@ fn run_mcp(mcp: Mcp) -> anyhow::Result<Exit> {
         Mcp::Add(add) => edit::add(add),
         Mcp::Remove { name } => edit::remove(&name),
         Mcp::Trust(command) => trust::run(command),
-        Mcp::Auth { name, open } => auth::auth(&name, open),
+        Mcp::Auth { name, open } => auth::auth(&name, open, ctx),
         Mcp::Logout { name } => auth::logout(&name),
-        Mcp::List { connect, json } => list::run(connect, json),
-        Mcp::ToolList { server, json } => tool::list(&server, json),
-        Mcp::ToolCall(call) => tool::call(call),
-        Mcp::ResourceList { server, json } => resource::list(&server, json, false),
-        Mcp::ResourceTemplates { server, json } => resource::list(&server, json, true),
-        Mcp::ResourceRead { server, uri, output, json } => resource::read(&server, &uri, output.as_deref(), json),
+        Mcp::List { connect, json } => list::run(connect, json, ctx),
+        Mcp::ToolList { server, json } => tool::list(&server, json, ctx),
+        Mcp::ToolCall(call) => tool::call(call, ctx),
+        Mcp::ResourceList { server, json } => resource::list(&server, json, false, ctx),
+        Mcp::ResourceTemplates { server, json } => resource::list(&server, json, true, ctx),
+        Mcp::ResourceRead { server, uri, output, json } => resource::read(&server, &uri, output.as_deref(), json, ctx),
         Mcp::ResourceComplete { server, template, variable, value, context, json } => {
-            resource::complete(&server, &template, &variable, &value, &context, json)
+            resource::complete(&server, &template, &variable, &value, &context, json, ctx)
         }
-        Mcp::PromptList { server, json } => prompt::list(&server, json),
-        Mcp::PromptGet { server, name, arguments, json } => prompt::get(&server, &name, arguments.as_deref(), json),
+        Mcp::PromptList { server, json } => prompt::list(&server, json, ctx),
+        Mcp::PromptGet { server, name, arguments, json } => {
+            prompt::get(&server, &name, arguments.as_deref(), json, ctx)
+        }
         Mcp::PromptComplete { server, name, argument, value, context, json } => {
-            prompt::complete(&server, &name, &argument, &value, &context, json)
+            prompt::complete(&server, &name, &argument, &value, &context, json, ctx)
         }
     }
 }
 
 /// Loads the profile, prints its file-level issues and those of `only` (or all with `None`),
 /// and remembers its secrets for redaction.
-fn load_profile(only: Option<&str>) -> anyhow::Result<Loaded> {
+fn load_profile(only: Option<&str>, ctx: &Context) -> anyhow::Result<Loaded> {
     let loaded = config::load_native()?;
-    crate::util::remember_secrets(loaded.secrets());
+    ctx.redactor.add(loaded.secrets());
     for issue in &loaded.issues {
         if only.is_none() || issue.server.is_none() || issue.server.as_deref() == only {
             eprintln!("nod: {issue}");
@@ -165,12 +172,20 @@ struct One {
 }
 
 impl One {
-    fn connect(name: &str, handler: Arc<dyn InboundHandler>) -> anyhow::Result<One> {
-        let loaded = load_profile(Some(name))?;
+    fn connect(name: &str, handler: Arc<dyn InboundHandler>, ctx: &Context) -> anyhow::Result<One> {
+        One::connect_with(name, handler, &Access { browser: browser::from_environment(), fresh: false }, ctx)
+    }
+
+    fn connect_with(
+        name: &str,
+        handler: Arc<dyn InboundHandler>,
+        access: &Access,
+        ctx: &Context,
+    ) -> anyhow::Result<One> {
+        let loaded = load_profile(Some(name), ctx)?;
         let config = find_server(&loaded, name)?;
-        let engine = Engine::start();
-        interrupt::watch(&engine);
-        let started = Supervised::start(&engine, config, handler)
+        let engine = start_engine(ctx);
+        let started = Supervised::start(&engine, config, handler, access)
             .and_then(|server| Ok((server.session()?, server)))
             .map_err(|e| anyhow!("server {name}: {e:#}"));
         match started {
@@ -184,8 +199,8 @@ impl One {
 
     /// For commands that call no tool. The capabilities are those of `tool call`, so a
     /// server lists the same tools to both (servers register some tools by capability).
-    fn plain(name: &str) -> anyhow::Result<One> {
-        One::connect(name, no_input())
+    fn plain(name: &str, ctx: &Context) -> anyhow::Result<One> {
+        One::connect(name, no_input(), ctx)
     }
 
     /// The session the command started with.
@@ -206,6 +221,18 @@ impl Drop for One {
         self.first.take();
         self.server.take();
     }
+}
+
+/// An engine that an interrupt stops: every call in flight is cancelled on the wire, then
+/// every server is shut down.
+fn start_engine(ctx: &Context) -> Engine {
+    let engine = Engine::start();
+    let stop = engine.clone();
+    ctx.interrupt.on_fire(move || {
+        stop.cancel_all("interrupted by the user");
+        stop.shutdown();
+    });
+    engine
 }
 
 /// The handler for commands that cannot ask anyone: elicitations are cancelled.

@@ -4,13 +4,13 @@ use anyhow::bail;
 use serde_json::{Value, json};
 
 use super::render::{self, row};
-use super::{Exit, One, print, print_json, stdout_is_terminal};
+use super::{Context, Exit, One, print, print_json, stdout_is_terminal};
 use crate::mcp::method;
 use crate::session::catalog::{self, Kind};
 use crate::session::context;
 
-pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
-    let one = One::plain(server)?;
+pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    let one = One::plain(server, ctx)?;
     let session = one.session();
     if !session.has("prompts") {
         eprintln!("nod: server {server} does not offer prompts");
@@ -47,7 +47,7 @@ pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn get(server: &str, name: &str, arguments: Option<&str>, json: bool) -> anyhow::Result<Exit> {
+pub fn get(server: &str, name: &str, arguments: Option<&str>, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let arguments = match arguments {
         None => None,
         Some(text) => match serde_json::from_str::<Value>(text) {
@@ -61,7 +61,7 @@ pub fn get(server: &str, name: &str, arguments: Option<&str>, json: bool) -> any
             Err(err) => bail!("prompt arguments are not valid JSON: {err}"),
         },
     };
-    let one = One::plain(server)?;
+    let one = One::plain(server, ctx)?;
     let mut params = json!({ "name": name });
     if let Some(arguments) = arguments {
         params["arguments"] = arguments;
@@ -94,7 +94,8 @@ pub fn complete(
     value: &str,
     known: &[(String, String)],
     json: bool,
+    ctx: &Context,
 ) -> anyhow::Result<Exit> {
     let reference = json!({ "type": "ref/prompt", "name": name });
-    super::resource::run_complete(server, reference, argument, value, known, json)
+    super::resource::run_complete(server, reference, argument, value, known, json, ctx)
 }

@@ -3,17 +3,17 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::{Context as _, bail};
 use serde_json::{Map, Value, json};
 
 use super::render::{self, row, safe};
-use super::{Exit, One, print, print_json, stdout_is_terminal};
+use super::{Context, Exit, One, print, print_json, stdout_is_terminal};
 use crate::mcp::method;
 use crate::session::catalog::{self, Kind};
 use crate::session::context;
 
-pub fn list(server: &str, json: bool, templates: bool) -> anyhow::Result<Exit> {
-    let one = One::plain(server)?;
+pub fn list(server: &str, json: bool, templates: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    let one = One::plain(server, ctx)?;
     let session = one.session();
     if !session.has("resources") {
         eprintln!("nod: server {server} does not offer resources");
@@ -43,8 +43,8 @@ pub fn list(server: &str, json: bool, templates: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool) -> anyhow::Result<Exit> {
-    let one = One::plain(server)?;
+pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    let one = One::plain(server, ctx)?;
     let result =
         context(one.session().request(method::RESOURCES_READ, Some(json!({ "uri": uri }))), server, "resources/read")?;
     let Some(contents) = result.get("contents").and_then(Value::as_array) else {
@@ -118,9 +118,10 @@ pub fn complete(
     value: &str,
     known: &[(String, String)],
     json: bool,
+    ctx: &Context,
 ) -> anyhow::Result<Exit> {
     let reference = json!({ "type": "ref/resource", "uri": template });
-    run_complete(server, reference, variable, value, known, json)
+    run_complete(server, reference, variable, value, known, json, ctx)
 }
 
 /// Runs `completion/complete` and prints the values, one a line.
@@ -131,8 +132,9 @@ pub(super) fn run_complete(
     value: &str,
     known: &[(String, String)],
     json: bool,
+    ctx: &Context,
 ) -> anyhow::Result<Exit> {
-    let one = One::plain(server)?;
+    let one = One::plain(server, ctx)?;
     let session = one.session();
     if !session.has("completions") {
         bail!("server {server} does not offer completion (no completions capability)");

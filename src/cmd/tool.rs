@@ -11,15 +11,15 @@ use crossbeam_channel::{Receiver, select};
 use serde_json::{Value, json};
 
 use super::render::{self, row};
-use super::{Exit, One, print, print_json, stdout_is_terminal};
+use super::{Context, Exit, One, print, print_json, stdout_is_terminal};
 use crate::cli::ToolCall;
-use crate::dispatch::{CallError, CallUpdate, PendingCall, Progress};
-use crate::session::Session;
+use crate::dispatch::{CallError, CallUpdate, Progress};
 use crate::session::catalog::{self, Kind};
 use crate::session::elicit::{Asked, InputRequired, PolicyHandler};
+use crate::session::{Call, Session};
 
-pub fn list(server: &str, json: bool) -> anyhow::Result<Exit> {
-    let one = One::plain(server)?;
+pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    let one = One::plain(server, ctx)?;
     let listing = catalog::list(one.session(), Kind::Tools)?;
     warn_rejected(server, &listing.rejected);
     if json {
@@ -43,20 +43,20 @@ pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
     }
 }
 
-pub fn call(call: ToolCall) -> anyhow::Result<Exit> {
+pub fn call(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let arguments = match &call.arguments {
         Some(text) if !call.jsonl => Some(parse_arguments(text)?),
         _ => None,
     };
     let (input_tx, input_rx) = crossbeam_channel::unbounded();
     let handler = Arc::new(PolicyHandler { policy: call.elicit, input_required: Some(input_tx) });
-    let one = One::connect(&call.server, handler)?;
+    let one = One::connect(&call.server, handler, ctx)?;
     let session = one.session();
     if call.jsonl {
-        return jsonl(&one, &call, &input_rx);
+        return jsonl(&one, &call, &input_rx, ctx);
     }
     let arguments = arguments.unwrap_or_else(|| json!({}));
-    let pending = session.call_tool(&call.tool, &arguments);
+    let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
     match wait(session, pending, &input_rx, &label)? {
         Outcome::Result(result) => print_result(&call, &result),
@@ -89,14 +89,18 @@ enum Outcome {
 
 /// Waits for a call, showing progress on stderr. An elicitation the policy could not answer
 /// cancels the call.
-fn wait(session: &Session, pending: PendingCall, input: &Receiver<Asked>, label: &str) -> anyhow::Result<Outcome> {
+fn wait(session: &Session, mut pending: Call, input: &Receiver<Asked>, label: &str) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
         select! {
             recv(pending.updates()) -> update => match update {
                 Ok(CallUpdate::Progress(p)) => shown.show(&p),
-                Ok(CallUpdate::Done(Ok(result))) => return Ok(Outcome::Result(result)),
-                Ok(CallUpdate::Done(Err(err))) => return Ok(Outcome::Failed(err)),
+                Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, result) {
+                    Some(Ok(result)) => return Ok(Outcome::Result(result)),
+                    Some(Err(err)) => return Ok(Outcome::Failed(err)),
+                    // Replayed on a new session: keep waiting.
+                    None => {}
+                },
                 Err(_) => bail!("nod is shutting down"),
             },
             recv(pending.gone()) -> _ => bail!("nod is shutting down"),
@@ -184,11 +188,11 @@ fn report_input_required(input: &InputRequired, json: bool) -> anyhow::Result<Ex
 
 /// One line of `--jsonl` input: a call in flight, or an answer already known.
 enum Slot {
-    Call(PendingCall, Arc<Session>),
+    Call(Call, Arc<Session>),
     Ready(Value, bool),
 }
 
-fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>) -> anyhow::Result<Exit> {
+fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -> anyhow::Result<Exit> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut slots: VecDeque<Slot> = VecDeque::new();
@@ -209,10 +213,10 @@ fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>) -> anyhow::Result<
                     }
                     slots.push_back(match parse_arguments(&line) {
                         Ok(arguments) => match one.live() {
-                            Ok(session) => Slot::Call(session.call_tool(&call.tool, &arguments), session),
+                            Ok(session) => Slot::Call(session.call_tool(&call.tool, &arguments, None), session),
                             Err(err) => {
                                 lost = true;
-                                let message = crate::util::scrub(&format!("{err:#}"));
+                                let message = ctx.redactor.redact(&format!("{err:#}"));
                                 Slot::Ready(json!({ "error": { "message": message } }), true)
                             }
                         },
@@ -233,7 +237,7 @@ fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>) -> anyhow::Result<
                 }
                 Outcome::Failed(err) => {
                     lost |= matches!(err, CallError::Disconnected(_));
-                    (error_json(&err), true)
+                    (error_json(&err, ctx), true)
                 }
                 Outcome::InputRequired(request) => {
                     for slot in slots.drain(..) {
@@ -257,7 +261,7 @@ fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>) -> anyhow::Result<
     })
 }
 
-fn error_json(err: &CallError) -> Value {
+fn error_json(err: &CallError, ctx: &Context) -> Value {
     match err {
         CallError::Rpc(error) => {
             let mut out = json!({ "error": { "code": error.code, "message": error.message } });
@@ -267,7 +271,7 @@ fn error_json(err: &CallError) -> Value {
             out
         }
         other => {
-            json!({ "error": { "message": crate::util::scrub(&other.to_string()) } })
+            json!({ "error": { "message": ctx.redactor.redact(&other.to_string()) } })
         }
     }
 }

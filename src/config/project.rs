@@ -190,7 +190,8 @@ fn entry(name: &str, value: &Value) -> Result<Entry, ConfigIssue> {
             Some(_) => Err(issue(Some(name), format!("{key} must be an array of strings"), "write it as [\"...\"]")),
         }
     };
-    let map = |key: &str| -> Result<BTreeMap<String, String>, ConfigIssue> {
+    type Strings = BTreeMap<String, String>;
+    let map = |key: &str| -> Result<Strings, ConfigIssue> {
         match raw.get(key) {
             None => Ok(BTreeMap::new()),
             Some(Value::Object(map)) => map

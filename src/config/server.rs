@@ -127,9 +127,7 @@ pub(super) fn parse_entry(
             return Err(error("type is not a string".into(), "use \"stdio\", \"http\" or \"sse\""));
         }
     };
-    let common = Common::parse(obj).map_err(|m| {
-        error(m, "timeouts are positive integers in milliseconds; enabled and required are true or false")
-    })?;
+    let common = Common::parse(obj).map_err(|(m, fix)| error(m, fix))?;
     let transport = if kind == "stdio" {
         Transport::Stdio(parse_stdio(obj).map_err(|(m, fix)| error(m, fix))?)
     } else {
@@ -166,25 +164,31 @@ struct Common {
     restart_limit: u32,
 }
 
+/// The longest timeout nod keeps: 30 days. Larger values (up to u64::MAX) mean "as long as
+/// possible" and are capped, so no deadline computation can overflow.
+pub const MAX_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
+
 impl Common {
-    fn parse(obj: &Map<String, Value>) -> Result<Common, String> {
+    fn parse(obj: &Map<String, Value>) -> Result<Common, FieldError> {
+        const FIX: &str = "timeouts are positive integers in milliseconds; enabled and required are true or false";
         let flag = |key: &str, default: bool| match obj.get(key) {
             None => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(format!("{key} must be true or false")),
+            Some(_) => Err((format!("{key} must be true or false"), FIX)),
         };
         let millis = |key: &str, default: u64| match obj.get(key) {
             None => Ok(Duration::from_millis(default)),
             Some(v) => match v.as_u64() {
-                Some(n) if n > 0 => Ok(Duration::from_millis(n)),
-                _ => Err(format!("{key} must be a positive integer (milliseconds)")),
+                Some(n) if n > 0 => Ok(Duration::from_millis(n.min(MAX_TIMEOUT_MS))),
+                _ => Err((format!("{key} must be a positive integer (milliseconds)"), FIX)),
             },
         };
         let restart_limit = match obj.get("restart_limit") {
             None => 1,
-            Some(v) => {
-                v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or("restart_limit must be a non-negative integer")?
-            }
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or(("restart_limit must be a non-negative integer".to_string(), FIX))?,
         };
         Ok(Common {
             enabled: flag("enabled", true)?,
@@ -244,8 +248,8 @@ fn parse_remote(obj: &Map<String, Value>, project: bool) -> Result<RemoteConfig,
             return Err(("a remote server needs a url string".into(), "add \"url\": \"https://...\""));
         }
     };
-    url::check(&url).map_err(|why| {
-        (format!("the url {why}"), "use an https URL, or http://127.0.0.1:PORT/... for a local server")
+    url::check(&url).map_err(|problem| {
+        (format!("the url {problem}"), "use an https URL, or http://127.0.0.1:PORT/... for a local server")
     })?;
     let headers = string_map(obj.get("headers"), "headers")?;
     if !project && headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {

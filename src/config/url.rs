@@ -1,53 +1,74 @@
 //! Just enough URL checking for server entries: an absolute `https` URL, or `http` to a
 //! loopback host, with no credentials and no fragment. The URL itself is kept verbatim.
 
-pub fn check(url: &str) -> Result<(), String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err("is not an absolute URL".into());
-    };
-    let scheme = scheme.to_ascii_lowercase();
+use crate::net::url::{host, is_loopback, scheme, split};
+
+/// What is wrong with a server URL; shown after "the url ".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlProblem {
+    NotAbsolute,
+    Scheme(String),
+    Fragment,
+    Whitespace,
+    Credentials,
+    NoHost,
+    PlainHttp,
+}
+
+impl std::fmt::Display for UrlProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UrlProblem::NotAbsolute => f.write_str("is not an absolute URL"),
+            UrlProblem::Scheme(scheme) => {
+                write!(f, "uses the scheme {scheme:?}; only https (or http to localhost) is allowed")
+            }
+            UrlProblem::Fragment => f.write_str("has a fragment (#...), which MCP server URLs must not have"),
+            UrlProblem::Whitespace => f.write_str("contains whitespace"),
+            UrlProblem::Credentials => {
+                f.write_str("contains credentials (user@host); use headers, header_env or oauth instead")
+            }
+            UrlProblem::NoHost => f.write_str("has no host"),
+            UrlProblem::PlainHttp => f.write_str("uses plain http to a host that is not loopback; use https"),
+        }
+    }
+}
+
+pub fn check(url: &str) -> Result<(), UrlProblem> {
+    let (origin, _) = split(url).ok_or(UrlProblem::NotAbsolute)?;
+    let scheme = scheme(url).ok_or(UrlProblem::NotAbsolute)?;
     if scheme != "https" && scheme != "http" {
-        return Err(format!("uses the scheme {scheme:?}; only https (or http to localhost) is allowed"));
+        return Err(UrlProblem::Scheme(scheme));
     }
     if url.contains('#') {
-        return Err("has a fragment (#...), which MCP server URLs must not have".into());
+        return Err(UrlProblem::Fragment);
     }
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("contains whitespace".into());
+        return Err(UrlProblem::Whitespace);
     }
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    if authority.contains('@') {
-        return Err("contains credentials (user@host); use headers, header_env or oauth instead".into());
+    if origin.contains('@') {
+        return Err(UrlProblem::Credentials);
     }
-    let host = host_of(authority).ok_or("has no host")?;
-    if scheme == "http" && !matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
-        return Err("uses plain http to a host that is not loopback; use https".into());
+    let host = host(url).ok_or(UrlProblem::NoHost)?;
+    if scheme == "http" && !is_loopback(&host) {
+        return Err(UrlProblem::PlainHttp);
     }
     Ok(())
 }
 
-fn host_of(authority: &str) -> Option<&str> {
-    let host = if authority.starts_with('[') {
-        &authority[..=authority.find(']')?]
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-    };
-    (!host.is_empty()).then_some(host)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::{UrlProblem, check};
 
     #[test]
     fn urls() {
         assert!(check("https://mcp.example.com/mcp").is_ok());
         assert!(check("http://127.0.0.1:3000/mcp").is_ok());
+        assert!(check("http://localhost:3000/mcp").is_ok());
         assert!(check("http://[::1]:3000/mcp").is_ok());
-        assert!(check("http://example.com/mcp").is_err());
-        assert!(check("https://u:p@example.com/").is_err());
-        assert!(check("https://example.com/#x").is_err());
-        assert!(check("ftp://example.com/").is_err());
-        assert!(check("example.com/mcp").is_err());
+        assert_eq!(check("http://example.com/mcp"), Err(UrlProblem::PlainHttp));
+        assert_eq!(check("https://u:p@example.com/"), Err(UrlProblem::Credentials));
+        assert_eq!(check("https://example.com/#x"), Err(UrlProblem::Fragment));
+        assert!(matches!(check("ftp://example.com/"), Err(UrlProblem::Scheme(_))));
+        assert_eq!(check("example.com/mcp"), Err(UrlProblem::NotAbsolute));
     }
 }

@@ -2,22 +2,24 @@
 //! thread ends when `shutdown` is called.
 //!
 //! Every wait on the dispatcher also watches `gone`, a channel whose only sender lives on the
-//! dispatcher thread: when that thread ends, waits end at once, even for a request that was
-//! still queued (a bounded crossbeam channel keeps queued messages while any sender lives).
+//! dispatcher thread: when that thread ends, waits end at once.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::Value;
 
-use super::{CallError, CallId, CallRequest, CallUpdate, Dispatcher, Event, ProgressPolicy};
-use crate::transport::{ConnId, WorkerHandle};
+use super::pending::{NewCall, Refused, Registry};
+use super::{CallError, CallId, CallUpdate, Command, ConnShared, Dispatcher, GroupId, InboundHandler, ProgressPolicy};
+use crate::jsonrpc;
+use crate::mcp::Version;
+use crate::transport::{ConnId, Link, Report, WorkerHandle};
 use crate::util::JoinOnDrop;
 
 /// Bound on the worker → dispatcher queue: a noisy server waits rather than growing memory.
-const EVENT_QUEUE: usize = 1024;
+const REPORT_QUEUE: usize = 1024;
 
 #[derive(Clone)]
 pub struct Engine {
@@ -25,10 +27,13 @@ pub struct Engine {
 }
 
 struct Inner {
-    events: Sender<Event>,
+    commands: Sender<Command>,
+    reports: Sender<Report>,
+    registry: Arc<Registry>,
     gone: Receiver<()>,
     next_call: AtomicU64,
     next_conn: AtomicU32,
+    next_group: AtomicU64,
     thread: Mutex<Option<JoinOnDrop<()>>>,
     /// Held for a whole shutdown, so a second caller returns only when the first is done.
     shutting_down: Mutex<()>,
@@ -53,7 +58,15 @@ impl PendingCall {
 
     /// Waits for the result, passing progress to `on_progress`. The dispatcher enforces the
     /// deadline, so this always returns.
-    pub fn wait(self, mut on_progress: impl FnMut(&super::Progress)) -> Result<Value, CallError> {
+    pub fn wait(&self, mut on_progress: impl FnMut(&super::Progress)) -> Result<Value, CallError> {
+        // The common case first: the answer is often there by the time anyone waits.
+        loop {
+            match self.updates.try_recv() {
+                Ok(CallUpdate::Progress(p)) => on_progress(&p),
+                Ok(CallUpdate::Done(result)) => return result,
+                Err(_) => break,
+            }
+        }
         loop {
             select! {
                 recv(self.updates) -> update => match update {
@@ -71,6 +84,16 @@ fn stopped() -> CallError {
     CallError::Cancelled("nod is shutting down".into())
 }
 
+/// A request to start: what `Engine::start_call` needs.
+pub struct Request<'a> {
+    pub method: &'static str,
+    /// Serialized params, encoded on the caller's thread.
+    pub params: Option<&'a str>,
+    pub timeout: Duration,
+    pub progress: Option<ProgressPolicy>,
+    pub group: Option<GroupId>,
+}
+
 impl Default for Engine {
     fn default() -> Engine {
         Engine::start()
@@ -79,77 +102,145 @@ impl Default for Engine {
 
 impl Engine {
     pub fn start() -> Engine {
-        let (events, inbox) = crossbeam_channel::bounded(EVENT_QUEUE);
+        let (commands, command_inbox) = crossbeam_channel::unbounded();
+        let (reports, report_inbox) = crossbeam_channel::bounded(REPORT_QUEUE);
         let (gone_tx, gone) = crossbeam_channel::bounded::<()>(0);
-        let dispatcher = Dispatcher::new(events.clone());
+        let registry = Arc::new(Registry::default());
+        let dispatcher = Dispatcher::new(registry.clone(), commands.clone());
         let thread = std::thread::Builder::new()
             .name("nod-dispatch".into())
             .spawn(move || {
                 let _gone = gone_tx;
-                dispatcher.run(inbox);
+                dispatcher.run(command_inbox, report_inbox);
             })
             .expect("spawn the dispatcher thread");
         Engine {
             inner: Arc::new(Inner {
-                events,
+                commands,
+                reports,
+                registry,
                 gone,
                 next_call: AtomicU64::new(1),
                 next_conn: AtomicU32::new(1),
+                next_group: AtomicU64::new(1),
                 thread: Mutex::new(Some(JoinOnDrop::new(thread))),
                 shutting_down: Mutex::new(()),
             }),
         }
     }
 
-    pub(crate) fn events(&self) -> &Sender<Event> {
-        &self.inner.events
-    }
-
-    pub(crate) fn next_conn(&self) -> ConnId {
-        ConnId(self.inner.next_conn.fetch_add(1, Ordering::Relaxed))
+    fn send(&self, command: Command) {
+        let _ = self.inner.commands.send(command);
     }
 
     pub fn next_call(&self) -> CallId {
         CallId(self.inner.next_call.fetch_add(1, Ordering::Relaxed))
     }
 
-    pub(crate) fn send(&self, event: Event) {
-        let _ = self.inner.events.send(event);
+    /// A new group of calls that can be cancelled together.
+    pub fn group(&self) -> GroupId {
+        GroupId(self.inner.next_group.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Starts a request. `progress` asks for progress notifications with the given token.
-    pub fn start_call(
-        &self,
-        id: CallId,
-        conn: ConnId,
-        method: &'static str,
-        params: Option<String>,
-        timeout: Duration,
-        progress: Option<ProgressPolicy>,
-    ) -> PendingCall {
-        let (reply, updates) = crossbeam_channel::unbounded();
-        let req = CallRequest { id, conn, method, params, timeout, progress, reply: reply.clone() };
-        if self.inner.events.send(Event::Call(req)).is_err() {
-            let _ = reply.send(CallUpdate::Done(Err(stopped())));
+    /// Registers a new connection and returns its id, its shared state and the link its
+    /// worker reports through.
+    pub fn register(&self, name: &str, handler: Arc<dyn InboundHandler>) -> (ConnId, Arc<ConnShared>, Link) {
+        let conn = ConnId(self.inner.next_conn.fetch_add(1, Ordering::Relaxed));
+        let shared = Arc::new(ConnShared::default());
+        self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
+        let link = Link::new(conn, name, self.inner.reports.clone(), self.inner.registry.clone());
+        (conn, shared, link)
+    }
+
+    /// Hands a started worker to the dispatcher; calls may go to it from now on.
+    pub fn attach(&self, conn: ConnId, shared: &ConnShared, worker: WorkerHandle) {
+        let _ = shared.outlet.set(worker.outlet().clone());
+        self.send(Command::Attach { conn, worker });
+    }
+
+    pub fn set_version(&self, conn: ConnId, version: Version) {
+        self.send(Command::SetVersion { conn, version });
+    }
+
+    /// Sends a notification (or any frame that expects no answer).
+    pub fn notify(&self, shared: &ConnShared, frame: Vec<u8>) {
+        if let Some(outlet) = shared.outlet.get() {
+            outlet.send(crate::transport::Outbound::Notify(frame));
         }
-        PendingCall { id, updates, gone: self.inner.gone.clone() }
+    }
+
+    /// Starts a request. The frame goes to the worker from this thread; the answer comes
+    /// back to this call's channel from the worker's.
+    pub fn start_call(&self, conn: ConnId, shared: &ConnShared, req: Request<'_>) -> PendingCall {
+        let id = self.next_call();
+        let (reply, updates) = crossbeam_channel::unbounded();
+        let pending = PendingCall { id, updates, gone: self.inner.gone.clone() };
+        let fail = |error: CallError| {
+            let _ = reply.send(CallUpdate::Done(Err(error)));
+        };
+        if let Some(cause) = shared.closed.get() {
+            fail(CallError::Disconnected(cause.clone()));
+            return pending;
+        }
+        let Some(outlet) = shared.outlet.get() else {
+            fail(CallError::Disconnected(Arc::new(crate::transport::TransportError::Io(
+                "the connection has no worker".into(),
+            ))));
+            return pending;
+        };
+        let wire_id = shared.next_wire();
+        let frame = jsonrpc::encode_request(wire_id, req.method, req.params);
+        if jsonrpc::frame::check_outgoing(&frame).is_err() {
+            fail(CallError::TooLarge(frame.len() - 1));
+            return pending;
+        }
+        if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
+            log::trace!(target: "nod::wire", "> {} {}", conn.0, String::from_utf8_lossy(&frame).trim_end());
+        }
+        let call = NewCall {
+            id,
+            conn,
+            wire_id,
+            method: req.method,
+            timeout: req.timeout,
+            progress: req.progress.map(|p| (p.token, p.cap)),
+            group: req.group,
+            reply: reply.clone(),
+        };
+        match self.inner.registry.start(call, outlet, frame, Instant::now()) {
+            Ok(true) => self.send(Command::Wake),
+            Ok(false) => {}
+            Err(Refused::Closed(cause)) => fail(CallError::Disconnected(cause)),
+            Err(Refused::Cancelled(reason)) => fail(CallError::Cancelled(reason)),
+        }
+        pending
     }
 
     pub fn cancel(&self, call: CallId, reason: &str) {
-        self.send(Event::Cancel { call, reason: reason.to_string() });
+        self.send(Command::Cancel { call, reason: reason.to_string() });
+    }
+
+    /// Cancels every call of `group`, and any it starts later.
+    pub fn cancel_group(&self, group: GroupId, reason: &str) {
+        self.send(Command::CancelGroup { group, reason: reason.to_string() });
     }
 
     pub fn cancel_all(&self, reason: &str) {
-        self.send(Event::CancelAll { reason: reason.to_string() });
+        self.send(Command::CancelAll { reason: reason.to_string() });
+    }
+
+    /// Forgets a cancelled group once none of its calls can start any more.
+    pub fn end_group(&self, group: GroupId) {
+        self.send(Command::EndGroup { group });
     }
 
     /// Closes one connection and waits (bounded by the worker's own shutdown sequence) for
     /// its process to be gone.
-    pub(crate) fn detach(&self, conn: ConnId) {
+    pub fn detach(&self, conn: ConnId) {
         let (done, rx) = crossbeam_channel::bounded(1);
-        self.send(Event::Detach { conn, done });
+        self.send(Command::Detach { conn, done });
         if let Some(Some(worker)) = self.reply(&rx) {
-            join_worker(worker);
+            worker.join();
         }
     }
 
@@ -158,9 +249,13 @@ impl Engine {
     pub fn shutdown(&self) {
         let _one_at_a_time = self.inner.shutting_down.lock();
         let (done, rx) = crossbeam_channel::bounded(1);
-        self.send(Event::Shutdown { done });
+        self.send(Command::Shutdown { done });
         if let Some(workers) = self.reply(&rx) {
-            workers.into_iter().for_each(join_worker);
+            // Close all first, then join: the connections end in parallel.
+            for worker in &workers {
+                worker.send(crate::transport::Outbound::Close);
+            }
+            workers.into_iter().for_each(WorkerHandle::join);
         }
         if let Some(thread) = self.inner.thread.lock().ok().and_then(|mut t| t.take()) {
             thread.join();
@@ -173,11 +268,5 @@ impl Engine {
             recv(rx) -> answer => answer.ok(),
             recv(self.inner.gone) -> _ => rx.try_recv().ok(),
         }
-    }
-}
-
-fn join_worker(mut worker: WorkerHandle) {
-    if let Some(thread) = worker.thread.take() {
-        thread.join();
     }
 }

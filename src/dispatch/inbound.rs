@@ -4,7 +4,7 @@
 use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
-use super::Event;
+use super::Command;
 use crate::jsonrpc::{self, ResponseError};
 use crate::mcp::Version;
 use crate::transport::ConnId;
@@ -18,22 +18,23 @@ pub struct ServerRequest {
     pub params: Value,
 }
 
-/// Answers one server request, from any thread. Dropping it unanswered sends an internal
-/// error, so a server never waits forever.
+/// Answers one server request, from any thread, without ever blocking (the command channel
+/// is unbounded). Dropping it unanswered sends an internal error, so a server never waits
+/// forever.
 pub struct Responder {
-    events: Sender<Event>,
+    commands: Sender<Command>,
     conn: ConnId,
     id: Option<Value>,
 }
 
 impl Responder {
-    pub(super) fn new(events: Sender<Event>, conn: ConnId, id: Value) -> Responder {
-        Responder { events, conn, id: Some(id) }
+    pub(super) fn new(commands: Sender<Command>, conn: ConnId, id: Value) -> Responder {
+        Responder { commands, conn, id: Some(id) }
     }
 
     pub fn respond(mut self, result: Result<Value, ResponseError>) {
         if let Some(id) = self.id.take() {
-            let _ = self.events.send(Event::Respond { conn: self.conn, id, result });
+            let _ = self.commands.send(Command::Respond { conn: self.conn, id, result });
         }
     }
 }
@@ -42,7 +43,7 @@ impl Drop for Responder {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
             let error = ResponseError::new(jsonrpc::INTERNAL_ERROR, "the request was dropped without an answer");
-            let _ = self.events.send(Event::Respond { conn: self.conn, id, result: Err(error) });
+            let _ = self.commands.send(Command::Respond { conn: self.conn, id, result: Err(error) });
         }
     }
 }

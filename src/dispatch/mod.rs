@@ -1,34 +1,50 @@
-//! The dispatcher: one thread (`nod-dispatch`) that owns every pending call, every deadline
-//! and every connection's routing state. Front ends reach it through `Engine`; workers through
-//! `Event::Inbound` and `Event::Closed`. It does no I/O of its own and never blocks: frames
-//! go to workers over unbounded channels, replies to callers over unbounded channels.
+//! The dispatcher: one thread (`nod-dispatch`) that owns every deadline, every cancellation
+//! and every connection's routing state. It never blocks on a channel: it drains two inboxes
+//! and writes only to unbounded ones.
+//!
+//! - `Command`s come from front ends and from `Responder`s (answers to server requests) on
+//!   an unbounded channel. Nothing the dispatcher calls ever sends into a channel it must
+//!   drain and could find full, so no flood can close a cycle through it.
+//! - `Report`s come from workers on a bounded channel: a flooding server waits.
+//!
+//! Calls take a shorter road: the caller registers its call in the shared table and hands
+//! the frame to the worker itself, and the worker hands the answer to the caller (see
+//! `pending`). The dispatcher hears of a call only when it must act: a deadline, a
+//! cancellation, progress, or the end of its connection.
 
 mod client;
 mod inbound;
 mod pending;
+#[cfg(test)]
+mod tests;
 
-pub use client::{Engine, PendingCall};
+pub use client::{Engine, PendingCall, Request};
 pub use inbound::{InboundHandler, NoInbound, Responder, ServerRequest};
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, at, never, select};
+use crossbeam_channel::{Receiver, Sender, at, never, select_biased};
 use serde_json::{Value, json};
 
 use crate::jsonrpc::{self, Message, ResponseError};
 use crate::mcp::{Version, method};
-use crate::transport::{ConnId, Outbound, TransportError, WorkerHandle};
-use pending::Pending;
+use crate::transport::{ConnId, Outbound, Outlet, Report, TransportError, WorkerHandle};
+use pending::{Entry, Registry};
 
 /// One front-end call; not the wire id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CallId(pub u64);
 
-/// Everything the dispatcher reacts to. Closed set: grep it to see every trigger.
-pub enum Event {
+/// Calls that are cancelled together: one shell turn, one subagent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupId(pub u64);
+
+/// What front ends (and responders) ask of the dispatcher. Closed set: grep it to see every
+/// trigger.
+pub(crate) enum Command {
     Register {
         conn: ConnId,
         name: String,
@@ -43,16 +59,19 @@ pub enum Event {
         conn: ConnId,
         version: Version,
     },
-    Call(CallRequest),
-    Notify {
-        conn: ConnId,
-        frame: Vec<u8>,
-    },
     Cancel {
         call: CallId,
         reason: String,
     },
-    /// Cancel every pending call (Ctrl-C).
+    CancelGroup {
+        group: GroupId,
+        reason: String,
+    },
+    /// The group's owner is done with it: forget that it was cancelled.
+    EndGroup {
+        group: GroupId,
+    },
+    /// Cancel every pending call (Ctrl-C in `nod mcp`).
     CancelAll {
         reason: String,
     },
@@ -69,36 +88,12 @@ pub enum Event {
     Shutdown {
         done: Sender<Vec<WorkerHandle>>,
     },
-    Inbound {
-        conn: ConnId,
-        msgs: Vec<Message>,
-        batch: bool,
-    },
-    /// The transport failed one request (HTTP): fail that call only.
-    RequestFailed {
-        conn: ConnId,
-        wire_id: u64,
-        cause: String,
-    },
-    Closed {
-        conn: ConnId,
-        cause: TransportError,
-    },
+    /// A caller registered a deadline earlier than the one the dispatcher sleeps until.
+    Wake,
 }
 
-pub struct CallRequest {
-    pub id: CallId,
-    pub conn: ConnId,
-    pub method: &'static str,
-    /// Serialized params, already bounded by the caller.
-    pub params: Option<String>,
-    pub timeout: Duration,
-    /// Set when the request carries `_meta.progressToken`: progress may extend the deadline
-    /// up to `cap` after the start.
-    pub progress: Option<ProgressPolicy>,
-    pub reply: Sender<CallUpdate>,
-}
-
+/// How progress is requested for a call: `token` is in the request's `_meta`, and progress
+/// may extend the deadline up to `cap` after the start.
 pub struct ProgressPolicy {
     pub token: Value,
     pub cap: Duration,
@@ -120,6 +115,7 @@ pub struct Progress {
 
 /// Why a call produced no result.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum CallError {
     /// The server answered with a JSON-RPC error.
     Rpc(ResponseError),
@@ -133,17 +129,17 @@ pub enum CallError {
     TooLarge(usize),
     /// The transport could not deliver this one request (an HTTP status, a refused
     /// connection, a stream that ended before its answer); the connection itself lives on.
-    Transport(String),
+    Transport(Arc<TransportError>),
 }
 
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::Rpc(error) => write!(f, "server error: {}", crate::util::one_line(&error.to_string())),
-            CallError::Timeout(after) => write!(f, "no answer within {} ms", after.as_millis()),
+            CallError::Timeout(after) => write!(f, "no answer within {}", crate::util::seconds(*after)),
             CallError::Cancelled(reason) => write!(f, "cancelled ({reason})"),
             CallError::Disconnected(cause) => write!(f, "{cause}"),
-            CallError::Transport(why) => f.write_str(why),
+            CallError::Transport(cause) => write!(f, "{cause}"),
             CallError::TooLarge(n) => write!(
                 f,
                 "the request is {n} bytes, over the {} MiB frame limit; nothing was sent",
@@ -153,14 +149,25 @@ impl std::fmt::Display for CallError {
     }
 }
 
-/// State shared between the dispatcher and a session: list-change counters.
-#[derive(Default, Debug)]
+impl std::error::Error for CallError {}
+
+/// One connection's state shared by the dispatcher, its session and the callers: the way to
+/// its worker, wire ids, list-change counters, and why it closed.
+#[derive(Default)]
 pub struct ConnShared {
     pub tools_epoch: AtomicU64,
     pub resources_epoch: AtomicU64,
     pub prompts_epoch: AtomicU64,
     /// Set once when the connection ends: why.
-    pub closed: std::sync::OnceLock<Arc<TransportError>>,
+    pub closed: OnceLock<Arc<TransportError>>,
+    next_wire: AtomicU64,
+    outlet: OnceLock<Outlet>,
+}
+
+impl ConnShared {
+    pub(crate) fn next_wire(&self) -> u64 {
+        self.next_wire.fetch_add(1, Ordering::Relaxed) + 1
+    }
 }
 
 struct Conn {
@@ -169,160 +176,168 @@ struct Conn {
     shared: Arc<ConnShared>,
     worker: Option<WorkerHandle>,
     /// Frames written before the worker was attached.
-    queued: Vec<Vec<u8>>,
-    next_id: u64,
+    queued: Vec<Outbound>,
     version: Option<Version>,
     closed: Option<Arc<TransportError>>,
     log_window: (Instant, u32),
 }
 
 impl Conn {
-    fn send(&mut self, frame: Vec<u8>) {
+    fn send(&mut self, out: Outbound) {
         if self.closed.is_some() {
             return;
         }
+        match &self.worker {
+            Some(worker) => worker.send(out),
+            None => self.queued.push(out),
+        }
+    }
+
+    fn send_frame(&mut self, frame: Vec<u8>) {
         if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
             log::trace!(target: "nod::wire", "> {} {}", self.name, String::from_utf8_lossy(&frame).trim_end());
         }
-        match &self.worker {
-            Some(worker) => worker.send(Outbound::Send(frame)),
-            None => self.queued.push(frame),
-        }
+        self.send(Outbound::Notify(frame));
     }
 }
 
 pub(crate) struct Dispatcher {
-    events: Sender<Event>,
+    registry: Arc<Registry>,
     conns: HashMap<ConnId, Conn>,
-    pending: Pending,
+    commands: Sender<Command>,
 }
 
 impl Dispatcher {
-    pub(crate) fn new(events: Sender<Event>) -> Dispatcher {
-        Dispatcher { events, conns: HashMap::new(), pending: Pending::default() }
+    pub(crate) fn new(registry: Arc<Registry>, commands: Sender<Command>) -> Dispatcher {
+        Dispatcher { registry, conns: HashMap::new(), commands }
     }
 
-    pub(crate) fn run(mut self, inbox: Receiver<Event>) {
+    pub(crate) fn run(mut self, commands: Receiver<Command>, reports: Receiver<Report>) {
         loop {
-            let timer = self.pending.next_deadline().map_or_else(never, at);
-            select! {
-                recv(inbox) -> event => match event {
-                    Ok(Event::Shutdown { done }) => {
+            let armed = self.registry.lock().arm();
+            let timer = armed.map_or_else(never, at);
+            // Commands first: a cancellation or a shutdown is served even while a server
+            // floods the report channel.
+            select_biased! {
+                recv(commands) -> command => match command {
+                    Ok(Command::Shutdown { done }) => {
                         let _ = done.send(self.shutdown());
                         return;
                     }
-                    Ok(event) => self.handle(event),
+                    Ok(command) => self.command(command),
                     Err(_) => {
                         self.shutdown();
                         return;
                     }
                 },
+                recv(reports) -> report => {
+                    // The engine keeps a sender while the dispatcher runs: never disconnected.
+                    if let Ok(report) = report {
+                        self.report(report);
+                    }
+                }
                 recv(timer) -> _ => self.expire(Instant::now()),
             }
         }
     }
 
-    fn handle(&mut self, event: Event) {
-        match event {
-            Event::Register { conn, name, handler, shared } => {
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Register { conn, name, handler, shared } => {
                 let state = Conn {
                     name,
                     handler,
                     shared,
                     worker: None,
                     queued: Vec::new(),
-                    next_id: 0,
                     version: None,
                     closed: None,
                     log_window: (Instant::now(), 0),
                 };
                 self.conns.insert(conn, state);
             }
-            Event::Attach { conn, worker } => {
-                if let Some(state) = self.conns.get_mut(&conn) {
-                    for frame in state.queued.drain(..) {
-                        worker.send(Outbound::Send(frame));
+            Command::Attach { conn, worker } => match self.conns.get_mut(&conn) {
+                Some(state) => {
+                    for out in state.queued.drain(..) {
+                        worker.send(out);
                     }
                     state.worker = Some(worker);
                 }
-            }
-            Event::SetVersion { conn, version } => {
+                None => worker.send(Outbound::Close),
+            },
+            Command::SetVersion { conn, version } => {
                 if let Some(state) = self.conns.get_mut(&conn) {
                     state.version = Some(version);
                 }
             }
-            Event::Call(req) => self.call(req),
-            Event::Notify { conn, frame } => {
+            Command::Cancel { call, reason } => {
+                let entry = self.registry.lock().remove(call);
+                if let Some(entry) = entry {
+                    self.finish_cancelled(entry, &reason);
+                }
+            }
+            Command::CancelGroup { group, reason } => {
+                let entries = self.registry.lock().cancel_group(group, &reason);
+                for entry in entries {
+                    self.finish_cancelled(entry, &reason);
+                }
+            }
+            Command::EndGroup { group } => self.registry.lock().forget_group(group),
+            Command::CancelAll { reason } => {
+                let entries = self.registry.lock().drain_all();
+                for entry in entries {
+                    self.finish_cancelled(entry, &reason);
+                }
+            }
+            Command::Respond { conn, id, result } => {
                 if let Some(state) = self.conns.get_mut(&conn) {
-                    state.send(frame);
+                    state.send_frame(jsonrpc::encode_response(&id, &result));
                 }
             }
-            Event::Cancel { call, reason } => {
-                if let Some(entry) = self.pending.remove(call) {
-                    self.send_cancel(entry.conn, entry.wire_id, entry.method, &reason);
-                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason))));
-                }
-            }
-            Event::CancelAll { reason } => {
-                for entry in self.pending.drain_all() {
-                    self.send_cancel(entry.conn, entry.wire_id, entry.method, &reason);
-                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason.clone()))));
-                }
-            }
-            Event::Respond { conn, id, result } => {
-                if let Some(state) = self.conns.get_mut(&conn) {
-                    state.send(jsonrpc::encode_response(&id, &result));
-                }
-            }
-            Event::Detach { conn, done } => {
+            Command::Detach { conn, done } => {
                 let worker = self.detach(conn);
                 let _ = done.send(worker);
             }
-            Event::Shutdown { .. } => unreachable!("handled in run"),
-            Event::Inbound { conn, msgs, batch } => self.inbound(conn, msgs, batch),
-            Event::Closed { conn, cause } => self.closed(conn, cause),
-            Event::RequestFailed { conn, wire_id, cause } => {
-                if let Some(entry) = self.pending.remove_wire(conn, wire_id) {
-                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Transport(cause))));
+            Command::Shutdown { .. } => unreachable!("handled in run"),
+            Command::Wake => {}
+        }
+    }
+
+    fn report(&mut self, report: Report) {
+        match report {
+            Report::Inbound { conn, msgs, batch } => self.inbound(conn, msgs, batch),
+            Report::RequestFailed { conn, id, error } => {
+                let entry = self.registry.lock().remove_wire(conn, id);
+                if let Some(entry) = entry {
+                    let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Transport(Arc::new(error)))));
                 }
             }
+            Report::Closed { conn, cause } => self.closed(conn, cause),
         }
     }
 
-    fn call(&mut self, req: CallRequest) {
-        let Some(state) = self.conns.get_mut(&req.conn) else {
-            let cause = Arc::new(TransportError::Io("unknown connection".into()));
-            let _ = req.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause))));
-            return;
-        };
-        if let Some(cause) = &state.closed {
-            let _ = req.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause.clone()))));
-            return;
-        }
-        state.next_id += 1;
-        let wire_id = state.next_id;
-        let frame = jsonrpc::encode_request(wire_id, req.method, req.params.as_deref());
-        if jsonrpc::frame::check_outgoing(&frame).is_err() {
-            let _ = req.reply.send(CallUpdate::Done(Err(CallError::TooLarge(frame.len() - 1))));
-            return;
-        }
-        state.send(frame);
-        self.pending.insert(req, wire_id, Instant::now());
+    /// A call ended by cancellation (or its deadline): the server hears of it, the caller too.
+    fn finish_cancelled(&mut self, entry: Entry, reason: &str) {
+        self.send_cancel(entry.conn, entry.wire_id, entry.method, reason);
+        let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason.to_string()))));
     }
 
-    fn send_cancel(&mut self, conn: ConnId, wire_id: u64, method: &str, reason: &str) {
+    fn send_cancel(&mut self, conn: ConnId, wire_id: u64, method_name: &str, reason: &str) {
+        let Some(state) = self.conns.get_mut(&conn) else { return };
+        // The stream (HTTP) is closed at once; a dropped stream is not a cancellation in
+        // the 2025 revisions, so the notification goes too.
+        state.send(Outbound::CancelStream(wire_id));
         // The spec forbids cancelling initialize (CAN-2).
-        if method == method::INITIALIZE {
+        if method_name == method::INITIALIZE {
             return;
         }
-        if let Some(state) = self.conns.get_mut(&conn) {
-            let params = json!({ "requestId": wire_id, "reason": reason });
-            state.send(jsonrpc::encode_notification(method::CANCELLED, Some(&params)));
-        }
+        let params = json!({ "requestId": wire_id, "reason": reason });
+        state.send_frame(jsonrpc::encode_notification(method::CANCELLED, Some(&params)));
     }
 
     fn expire(&mut self, now: Instant) {
-        while let Some(entry) = self.pending.pop_expired(now) {
+        loop {
+            let Some(entry) = self.registry.lock().pop_expired(now) else { break };
             log::debug!("request {} ({}) timed out", entry.wire_id, entry.method);
             self.send_cancel(entry.conn, entry.wire_id, entry.method, "timeout");
             let waited = now.saturating_duration_since(entry.started);
@@ -350,34 +365,33 @@ impl Dispatcher {
         }
     }
 
+    /// Answers that reach the dispatcher: batch members and errors without an id.
     fn response(&mut self, conn: ConnId, id: Option<Value>, result: Result<Value, ResponseError>) {
         let name = self.conns.get(&conn).map_or("?", |c| c.name.as_str());
-        let entry = match id {
-            Some(id) => match id.as_u64().and_then(|wire| self.pending.remove_wire(conn, wire)) {
-                Some(entry) => entry,
-                None => {
-                    // A late answer to a cancelled or timed-out call, or an id nod never sent.
-                    log::debug!("server {name} answered request id {id}, which is not pending; dropped");
-                    return;
-                }
-            },
-            // An error without an id: the server could not read some message. Only when one
-            // call is pending can it be attributed without guessing.
-            None => match self.pending.sole_for(conn) {
-                Some(call) => self.pending.remove(call).expect("sole pending call"),
-                None => {
-                    if let Err(error) = &result {
-                        log::warn!(
-                            "server {name} reported an error without a request id: {}",
-                            crate::util::one_line(&error.message)
-                        );
-                    }
-                    return;
-                }
-            },
+        let entry = {
+            let mut table = self.registry.lock();
+            match &id {
+                Some(id) => id.as_u64().and_then(|wire| table.remove_wire(conn, wire)),
+                // An error without an id: the server could not read some message. Only when
+                // one call is pending can it be attributed without guessing.
+                None => table.sole_for(conn).and_then(|call| table.remove(call)),
+            }
         };
-        let result = result.map_err(CallError::Rpc);
-        let _ = entry.reply.send(CallUpdate::Done(result));
+        match entry {
+            Some(entry) => {
+                let _ = entry.reply.send(CallUpdate::Done(result.map_err(CallError::Rpc)));
+            }
+            None => match (id, result) {
+                (Some(id), _) => {
+                    log::debug!("server {name} answered request id {id}, which is not pending; dropped")
+                }
+                (None, Err(error)) => log::warn!(
+                    "server {name} reported an error without a request id: {}",
+                    crate::util::one_line(&error.message)
+                ),
+                (None, Ok(_)) => {}
+            },
+        }
     }
 
     fn server_request(&mut self, conn: ConnId, id: Value, method_name: String, params: Value) {
@@ -385,10 +399,10 @@ impl Dispatcher {
             return;
         };
         if method_name == method::PING {
-            state.send(jsonrpc::encode_response(&id, &Ok(json!({}))));
+            state.send_frame(jsonrpc::encode_response(&id, &Ok(json!({}))));
             return;
         }
-        let responder = Responder::new(self.events.clone(), conn, id);
+        let responder = Responder::new(self.commands.clone(), conn, id);
         let req = ServerRequest { server: state.name.clone(), version: state.version, method: method_name, params };
         state.handler.request(req, responder);
     }
@@ -398,29 +412,13 @@ impl Dispatcher {
             return;
         };
         match method_name {
-            method::PROGRESS => {
-                let Some(token) = params.get("progressToken") else {
-                    return;
-                };
-                let Some(progress) = params.get("progress").and_then(Value::as_f64) else {
-                    return;
-                };
-                let update = Progress {
-                    progress,
-                    total: params.get("total").and_then(Value::as_f64),
-                    message: params.get("message").and_then(Value::as_str).map(crate::util::one_line),
-                };
-                // Unknown or finished tokens are ignored (PROG-3).
-                self.pending.progress(conn, token, Instant::now(), update);
-            }
+            // Progress in a batch (2025-03-26); otherwise workers deliver it themselves.
+            method::PROGRESS => crate::transport::Router::progress(&*self.registry, conn, &params),
             method::MESSAGE => log_server_message(state, &params),
             method::TOOLS_CHANGED => bump(&state.shared.tools_epoch),
             method::RESOURCES_CHANGED => bump(&state.shared.resources_epoch),
             method::PROMPTS_CHANGED => bump(&state.shared.prompts_epoch),
-            _ => {
-                log::debug!("server {}: notification {method_name}", state.name);
-                state.handler.notification(&state.name, method_name, &params);
-            }
+            _ => state.handler.notification(&state.name, method_name, &params),
         }
     }
 
@@ -429,29 +427,38 @@ impl Dispatcher {
             return;
         };
         if !matches!(cause, TransportError::ClosedByClient) {
-            log::debug!("server {}: {cause}", state.name);
+            log::debug!("server {}: connection closed: {cause}", state.name);
         }
         let cause = Arc::new(cause);
         state.closed = Some(cause.clone());
         let _ = state.shared.closed.set(cause.clone());
-        for entry in self.pending.drain_conn(conn) {
+        let entries = self.registry.lock().close_conn(conn, cause.clone());
+        for entry in entries {
             let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause.clone()))));
         }
     }
 
     fn detach(&mut self, conn: ConnId) -> Option<WorkerHandle> {
         let cause = Arc::new(TransportError::ClosedByClient);
-        for entry in self.pending.drain_conn(conn) {
+        let entries = {
+            let mut table = self.registry.lock();
+            let entries = table.close_conn(conn, cause.clone());
+            table.forget_conn(conn);
+            entries
+        };
+        for entry in entries {
             let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Disconnected(cause.clone()))));
         }
         let state = self.conns.remove(&conn)?;
+        let _ = state.shared.closed.set(cause);
         let worker = state.worker?;
         worker.send(Outbound::Close);
         Some(worker)
     }
 
     fn shutdown(&mut self) -> Vec<WorkerHandle> {
-        for entry in self.pending.drain_all() {
+        let entries = self.registry.lock().drain_all();
+        for entry in entries {
             let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled("nod is shutting down".into()))));
         }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();

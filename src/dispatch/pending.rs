@@ -1,55 +1,118 @@
-//! Pending calls and their deadlines, owned by the dispatcher alone.
+//! The table of pending calls, shared by the callers that start them, the workers that
+//! answer them and the dispatcher that owns their deadlines and cancellation.
+//!
+//! Every completion of a call (its answer, its deadline, a cancellation, the death of its
+//! connection) removes the entry under one lock, so the first one wins and the others find
+//! nothing. An answer therefore goes from the worker to the caller directly; the dispatcher
+//! learns of it lazily (a stale deadline finds no entry). The dispatcher sleeps until the
+//! earliest deadline it has seen (`armed`); a caller that registers an earlier one wakes it.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use serde_json::Value;
 
-use super::{CallId, CallRequest, CallUpdate, Progress};
-use crate::transport::ConnId;
+use super::{CallError, CallId, CallUpdate, GroupId, Progress};
+use crate::jsonrpc::ResponseError;
+use crate::transport::{ConnId, Outbound, Outlet, Router, TransportError};
 
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub conn: ConnId,
     pub wire_id: u64,
     pub method: &'static str,
     pub reply: Sender<CallUpdate>,
     pub started: Instant,
+    pub group: Option<GroupId>,
     deadline: Instant,
     timeout: Duration,
     progress: Option<(String, Duration)>,
 }
 
+/// What `insert` needs about a new call.
+pub(crate) struct NewCall {
+    pub id: CallId,
+    pub conn: ConnId,
+    pub wire_id: u64,
+    pub method: &'static str,
+    pub timeout: Duration,
+    pub progress: Option<(Value, Duration)>,
+    pub group: Option<GroupId>,
+    pub reply: Sender<CallUpdate>,
+}
+
 #[derive(Default)]
-pub(super) struct Pending {
+pub(crate) struct Table {
     calls: HashMap<CallId, Entry>,
     by_wire: HashMap<(ConnId, u64), CallId>,
     by_token: HashMap<(ConnId, String), CallId>,
     deadlines: BTreeSet<(Instant, CallId)>,
+    /// The deadline the dispatcher sleeps until; `None` when it sleeps without one.
+    armed: Option<Instant>,
+    /// Connections that ended, and why: a call started on one fails at once.
+    closed: HashMap<ConnId, Arc<TransportError>>,
+    /// Groups cancelled as a whole: a call started in one fails at once.
+    cancelled_groups: HashMap<GroupId, String>,
 }
 
-impl Pending {
-    pub fn insert(&mut self, req: CallRequest, wire_id: u64, now: Instant) {
-        let deadline = now + req.timeout;
-        let progress = req.progress.map(|p| (token_key(&p.token), p.cap));
-        if let Some((key, _)) = &progress {
-            self.by_token.insert((req.conn, key.clone()), req.id);
-        }
-        self.by_wire.insert((req.conn, wire_id), req.id);
-        self.deadlines.insert((deadline, req.id));
-        let entry = Entry {
-            conn: req.conn,
-            wire_id,
-            method: req.method,
-            reply: req.reply,
-            started: now,
-            deadline,
-            timeout: req.timeout,
-            progress,
-        };
-        self.calls.insert(req.id, entry);
+/// How a call could not be registered.
+pub(crate) enum Refused {
+    Closed(Arc<TransportError>),
+    Cancelled(String),
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    table: Mutex<Table>,
+}
+
+impl Registry {
+    pub fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Registers a call and hands its frame to the worker in the same critical section, so a
+    /// cancellation can never reach the wire before the request. Returns whether the
+    /// dispatcher must wake up to arm an earlier deadline.
+    pub fn start(&self, call: NewCall, outlet: &Outlet, frame: Vec<u8>, now: Instant) -> Result<bool, Refused> {
+        let mut table = self.lock();
+        if let Some(cause) = table.closed.get(&call.conn) {
+            return Err(Refused::Closed(cause.clone()));
+        }
+        if let Some(reason) = call.group.and_then(|g| table.cancelled_groups.get(&g)) {
+            return Err(Refused::Cancelled(reason.clone()));
+        }
+        let deadline = checked_deadline(now, call.timeout);
+        let wire_id = call.wire_id;
+        let progress = call.progress.map(|(token, cap)| (token_key(&token), cap));
+        if let Some((key, _)) = &progress {
+            table.by_token.insert((call.conn, key.clone()), call.id);
+        }
+        table.by_wire.insert((call.conn, wire_id), call.id);
+        table.deadlines.insert((deadline, call.id));
+        let entry = Entry {
+            conn: call.conn,
+            wire_id,
+            method: call.method,
+            reply: call.reply,
+            started: now,
+            group: call.group,
+            deadline,
+            timeout: call.timeout,
+            progress,
+        };
+        table.calls.insert(call.id, entry);
+        outlet.send(Outbound::Request { id: wire_id, frame });
+        let wake = table.armed.is_none_or(|armed| deadline < armed);
+        if wake {
+            table.armed = Some(deadline);
+        }
+        Ok(wake)
+    }
+}
+
+impl Table {
     pub fn remove(&mut self, call: CallId) -> Option<Entry> {
         let entry = self.calls.remove(&call)?;
         self.by_wire.remove(&(entry.conn, entry.wire_id));
@@ -72,8 +135,10 @@ impl Pending {
         found.next().is_none().then_some(first)
     }
 
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(at, _)| *at)
+    /// The earliest deadline, which the dispatcher now sleeps until.
+    pub fn arm(&mut self) -> Option<Instant> {
+        self.armed = self.deadlines.first().map(|(at, _)| *at);
+        self.armed
     }
 
     pub fn pop_expired(&mut self, now: Instant) -> Option<Entry> {
@@ -84,34 +149,85 @@ impl Pending {
         self.remove(call)
     }
 
-    /// Forwards a progress notification and lets it push the deadline out, never past the
-    /// call's hard cap.
-    pub fn progress(&mut self, conn: ConnId, token: &Value, now: Instant, update: Progress) {
-        let Some(&call) = self.by_token.get(&(conn, token_key(token))) else {
-            return;
-        };
-        let Some(entry) = self.calls.get_mut(&call) else {
-            return;
-        };
+    /// Lets a progress notification push the deadline out, never past the call's hard cap,
+    /// and returns where to forward it.
+    pub fn progress(&mut self, conn: ConnId, token: &Value, now: Instant) -> Option<Sender<CallUpdate>> {
+        let &call = self.by_token.get(&(conn, token_key(token)))?;
+        let entry = self.calls.get_mut(&call)?;
         let cap = entry.progress.as_ref().map_or(entry.timeout, |(_, cap)| *cap);
-        let extended = (now + entry.timeout).min(entry.started + cap);
+        let extended = checked_deadline(now, entry.timeout).min(checked_deadline(entry.started, cap));
         if extended > entry.deadline {
             self.deadlines.remove(&(entry.deadline, call));
             entry.deadline = extended;
             self.deadlines.insert((extended, call));
         }
-        let _ = entry.reply.send(CallUpdate::Progress(update));
+        Some(entry.reply.clone())
     }
 
-    pub fn drain_conn(&mut self, conn: ConnId) -> Vec<Entry> {
-        let calls: Vec<CallId> = self.calls.iter().filter(|(_, e)| e.conn == conn).map(|(id, _)| *id).collect();
-        calls.into_iter().filter_map(|call| self.remove(call)).collect()
+    /// Marks `conn` closed and takes its calls.
+    pub fn close_conn(&mut self, conn: ConnId, cause: Arc<TransportError>) -> Vec<Entry> {
+        self.closed.insert(conn, cause);
+        self.drain_where(|e| e.conn == conn)
+    }
+
+    /// Forgets a connection that is gone for good (its id is never reused).
+    pub fn forget_conn(&mut self, conn: ConnId) {
+        self.closed.remove(&conn);
+    }
+
+    /// Marks `group` cancelled and takes its calls.
+    pub fn cancel_group(&mut self, group: GroupId, reason: &str) -> Vec<Entry> {
+        self.cancelled_groups.insert(group, reason.to_string());
+        self.drain_where(|e| e.group == Some(group))
+    }
+
+    /// Lets a cancelled group's id start calls again (a shell turn's group is new each turn,
+    /// so this only frees memory).
+    pub fn forget_group(&mut self, group: GroupId) {
+        self.cancelled_groups.remove(&group);
     }
 
     pub fn drain_all(&mut self) -> Vec<Entry> {
-        let calls: Vec<CallId> = self.calls.keys().copied().collect();
+        self.drain_where(|_| true)
+    }
+
+    fn drain_where(&mut self, keep: impl Fn(&Entry) -> bool) -> Vec<Entry> {
+        let calls: Vec<CallId> = self.calls.iter().filter(|(_, e)| keep(e)).map(|(id, _)| *id).collect();
         calls.into_iter().filter_map(|call| self.remove(call)).collect()
     }
+}
+
+impl Router for Registry {
+    fn progress(&self, conn: ConnId, params: &Value) {
+        let Some(token) = params.get("progressToken") else { return };
+        let Some(progress) = params.get("progress").and_then(Value::as_f64) else { return };
+        let update = Progress {
+            progress,
+            total: params.get("total").and_then(Value::as_f64),
+            message: params.get("message").and_then(Value::as_str).map(crate::util::one_line),
+        };
+        let reply = self.lock().progress(conn, token, Instant::now());
+        if let Some(reply) = reply {
+            let _ = reply.send(CallUpdate::Progress(update));
+        }
+    }
+
+    fn route(&self, conn: ConnId, id: u64, result: Result<Value, ResponseError>) -> bool {
+        let entry = self.lock().remove_wire(conn, id);
+        match entry {
+            Some(entry) => {
+                let _ = entry.reply.send(CallUpdate::Done(result.map_err(CallError::Rpc)));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// `now + timeout`, saturating far in the future instead of overflowing (a timeout of
+/// u64::MAX milliseconds must not panic).
+pub(crate) fn checked_deadline(now: Instant, timeout: Duration) -> Instant {
+    now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// Tokens compare by their JSON text, so 1 and "1" stay different tokens.

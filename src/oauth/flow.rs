@@ -1,11 +1,15 @@
-//! The browser side of authorization: the loopback callback listener, launching the browser
-//! (`BROWSER`, then `xdg-open`), and a pasted redirect URL for machines without one.
+//! The loopback side of authorization: the callback listener that receives the redirect (or
+//! a redirect URL the user pasted, which the front end collects), PKCE and URL encodings.
 
 use std::io::{BufRead, Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::anyhow;
+use crossbeam_channel::{Receiver, select};
 
 /// How long nod waits for the user to finish in the browser.
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -23,61 +27,98 @@ impl Callback {
         Ok(Callback { listener, redirect_uri: format!("http://127.0.0.1:{port}/callback") })
     }
 
-    /// Waits for the one redirect (or a pasted URL) and returns its query parameters.
-    pub fn wait(self, paste: bool) -> anyhow::Result<Vec<(String, String)>> {
-        let (tx, rx) = crossbeam_channel::bounded::<String>(2);
+    /// Waits for the redirect that carries `state` (or such a URL from `pasted`) and returns
+    /// its query parameters. A request with another state is answered 404 and ignored: any
+    /// local process can reach the listener, and none may end someone's authorization.
+    pub fn wait(self, state: &str, pasted: Option<Receiver<String>>) -> anyhow::Result<Vec<(String, String)>> {
+        let (tx, rx) = crossbeam_channel::bounded::<Vec<(String, String)>>(1);
+        let port = self.listener.local_addr()?.port();
         let listener = self.listener;
-        let callback = tx.clone();
-        std::thread::Builder::new().name("nod-oauth-callback".into()).spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut reader = std::io::BufReader::new(&stream);
-                let mut line = String::new();
-                if reader.read_line(&mut line).is_err() {
-                    continue;
-                }
-                let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
-                if !target.starts_with("/callback") {
-                    let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-                    continue;
-                }
-                // Drain the headers so the browser sees a clean answer.
-                let mut header = String::new();
-                while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
-                    header.clear();
-                }
-                let page = "<!doctype html><title>nod</title><p>nod received the authorization. You can close this window.</p>";
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-                    page.len()
-                );
-                let _ = callback.send(target);
-                return;
-            }
-        })?;
-        if paste {
-            let pasted = tx;
-            let _ = std::thread::Builder::new().name("nod-oauth-paste".into()).spawn(move || {
-                let stdin = std::io::stdin();
-                for line in stdin.lock().lines().map_while(Result::ok) {
-                    let line = line.trim().to_string();
-                    if line.contains("code=") || line.contains("error=") {
-                        let _ = pasted.send(line);
+        let stop = Arc::new(AtomicBool::new(false));
+        let expected = state.to_string();
+        let listening = {
+            let stop = stop.clone();
+            std::thread::Builder::new().name("nod-oauth-callback".into()).spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    if let Some(query) = serve(stream, &expected) {
+                        let _ = tx.send(query);
                         return;
                     }
                 }
-            });
-        }
+            })?
+        };
         let deadline = Instant::now() + LOGIN_TIMEOUT;
-        let target = rx
-            .recv_deadline(deadline)
-            .map_err(|_| anyhow!("no authorization arrived within {} s", LOGIN_TIMEOUT.as_secs()))?;
-        let query = target.split_once('?').map(|(_, q)| q).unwrap_or("");
-        let query = query.split('#').next().unwrap_or("");
-        Ok(parse_query(query))
+        let mut pasted = pasted.unwrap_or_else(crossbeam_channel::never);
+        let result = loop {
+            select! {
+                recv(rx) -> query => break query.map_err(|_| anyhow!("the callback listener stopped")),
+                recv(pasted) -> line => match line {
+                    Ok(line) => {
+                        let query = query_of(line.trim());
+                        if get(&query, "state").as_deref() == Some(state) {
+                            break Ok(query);
+                        }
+                        if line.contains("code=") || line.contains("error=") {
+                            log::warn!("the pasted URL is not the redirect of this authorization (its state differs); still waiting");
+                        }
+                    }
+                    // Stdin ended: only the browser can finish now.
+                    Err(_) => pasted = crossbeam_channel::never(),
+                },
+                recv(crossbeam_channel::at(deadline)) -> _ => {
+                    break Err(anyhow!("no authorization arrived within {} s", LOGIN_TIMEOUT.as_secs()));
+                }
+            }
+        };
+        // Wake the listener so its thread ends.
+        stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+        let _ = listening.join();
+        result
     }
+}
+
+/// Answers one connection to the listener: the redirect that carries `state` gets a short
+/// page and its query back; anything else a 404.
+fn serve(mut stream: std::net::TcpStream, state: &str) -> Option<Vec<(String, String)>> {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut reader = std::io::BufReader::new(&stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    // The headers are read before any answer: closing a socket with unread data resets it,
+    // and the client would lose the answer.
+    let mut header = String::new();
+    while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+        header.clear();
+    }
+    let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let query = target.strip_prefix("/callback").map(query_of);
+    let Some(query) = query.filter(|q| get(q, "state").as_deref() == Some(state)) else {
+        let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        return None;
+    };
+    let page = "<!doctype html><title>nod</title><p>nod received the authorization. You can close this window.</p>";
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+        page.len()
+    );
+    Some(query)
+}
+
+/// The query parameters of a URL or request target.
+fn query_of(target: &str) -> Vec<(String, String)> {
+    let query = target.split_once('?').map(|(_, q)| q).unwrap_or("");
+    parse_query(query.split('#').next().unwrap_or(""))
+}
+
+/// The value of `key` in a parsed query.
+pub fn get(query: &[(String, String)], key: &str) -> Option<String> {
+    query.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
 }
 
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
@@ -124,33 +165,6 @@ fn decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Opens the URL in a browser without a shell: `BROWSER` (a program and its arguments,
-/// split on spaces, with the URL last), else `xdg-open`.
-pub fn open(url: &str) -> anyhow::Result<()> {
-    if !(url.starts_with("https://") || url.starts_with("http://127.0.0.1") || url.starts_with("http://localhost")) {
-        bail!("refusing to open an authorization URL that is not https");
-    }
-    let browser = std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty());
-    let mut words: Vec<String> = match &browser {
-        Some(browser) => browser.split_whitespace().map(str::to_string).collect(),
-        None => vec!["xdg-open".into()],
-    };
-    let program = words.remove(0);
-    let mut child = std::process::Command::new(&program)
-        .args(words)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| anyhow!("could not start the browser ({program}): {e}"))?;
-    // The browser command runs on its own; reap it in the background.
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
-    Ok(())
 }
 
 /// Random bytes from the kernel.

@@ -3,10 +3,11 @@
 //! authorization code flow with PKCE (S256 only), tokens refreshed before expiry and on 401,
 //! and step-up on 403 `insufficient_scope`. Tokens live in `store`, never in any output.
 //!
-//! The transport asks `OAuth` (through `transport::http::Auth`) for the Authorization header
-//! and tells it about 401 and 403 answers. The browser flow runs only where a person (or a
-//! configured `BROWSER` command) can complete it: always for `nod mcp auth`, and for other
-//! commands when `BROWSER` is set; elsewhere they report "run nod mcp auth <name>".
+//! The transport asks `OAuth` for the Authorization header and tells it about 401 and 403
+//! answers through `transport::Credentials`. The browser side of a flow (showing or opening
+//! the URL, a pasted redirect URL) belongs to the front end, which passes a `Browser` when a
+//! person (or a configured `BROWSER` command) can complete it; without one, a 401 that a
+//! refresh cannot answer fails with `AuthError::Required` ("run nod mcp auth <name>").
 
 pub mod discovery;
 pub mod flow;
@@ -15,14 +16,15 @@ pub mod store;
 
 pub use register::logout;
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
+use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
 use crate::config::OAuthConfig;
+use crate::transport::{AuthFailure, Credentials};
 use discovery::Server;
 use store::Credential;
 
@@ -32,15 +34,53 @@ const REFRESH_LEAD: u64 = 60;
 /// server that keeps asking for more scopes.
 const MAX_AUTHORIZATIONS: u32 = 3;
 
-static INTERACTIVE: AtomicBool = AtomicBool::new(false);
-
-/// Lets this process run the browser flow (set by `nod mcp auth`).
-pub fn allow_browser_flow() {
-    INTERACTIVE.store(true, Ordering::SeqCst);
+/// The browser side of an authorization, supplied by the front end.
+pub trait Browser: Send + Sync {
+    /// Shows the authorization URL to the user, and opens it where that is wanted.
+    fn show(&self, server: &str, url: &str) -> Result<(), AuthError>;
+    /// Redirect URLs the user pastes (on a machine without a browser).
+    fn pasted(&self) -> Option<Receiver<String>> {
+        None
+    }
 }
 
-fn may_run_flow() -> bool {
-    INTERACTIVE.load(Ordering::SeqCst) || std::env::var_os("BROWSER").is_some_and(|b| !b.is_empty())
+/// Why a server's authorization failed. Each variant is shown after the server's name.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The server needs an authorization that only `nod mcp auth` can run here.
+    Required { server: String },
+    /// The server wants more scopes than nod may ask for here.
+    MoreScopes { server: String, scope: String },
+    /// The server kept asking for more scopes after `count` authorizations.
+    StepUpLimit { scope: String, count: u32 },
+    /// Discovery, registration, the browser flow or the token endpoint failed.
+    Flow(anyhow::Error),
+}
+
+impl std::fmt::Display for AuthError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthError::Required { server } => {
+                write!(f, "the server requires authorization; run nod mcp auth {server}")
+            }
+            AuthError::MoreScopes { server, scope } => {
+                write!(f, "the server asks for more scopes ({scope}); run nod mcp auth {server} to grant them")
+            }
+            AuthError::StepUpLimit { scope, count } => {
+                write!(f, "the server still asks for more scopes ({scope}); stopped after {count} authorizations")
+            }
+            AuthError::Flow(err) => write!(f, "{err:#}"),
+        }
+    }
+}
+
+impl std::error::Error for AuthError {}
+
+impl From<anyhow::Error> for AuthError {
+    fn from(err: anyhow::Error) -> AuthError {
+        AuthError::Flow(err)
+    }
 }
 
 pub struct OAuth {
@@ -49,6 +89,7 @@ pub struct OAuth {
     config: OAuthConfig,
     store: std::path::PathBuf,
     agent: ureq::Agent,
+    browser: Option<Arc<dyn Browser>>,
     state: Mutex<State>,
 }
 
@@ -56,14 +97,18 @@ pub struct OAuth {
 struct State {
     credential: Option<Credential>,
     authorizations: u32,
-    /// Set when a 401 could not be answered; the error the user sees.
-    failure: Option<String>,
 }
 
 impl OAuth {
-    /// Under `nod mcp auth` stored tokens are ignored: the flow starts over.
-    pub fn new(server: &str, url: &str, config: Option<&OAuthConfig>) -> anyhow::Result<OAuth> {
-        let fresh = INTERACTIVE.load(Ordering::SeqCst);
+    /// `browser` lets the flow run; `fresh` ignores stored tokens (`nod mcp auth` starts
+    /// over).
+    pub fn new(
+        server: &str,
+        url: &str,
+        config: Option<&OAuthConfig>,
+        browser: Option<Arc<dyn Browser>>,
+        fresh: bool,
+    ) -> anyhow::Result<OAuth> {
         let store = store::path()?;
         let credential = if fresh {
             None
@@ -78,19 +123,14 @@ impl OAuth {
                 }
             }
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .max_redirects(0)
-            .build()
-            .into();
         Ok(OAuth {
             server: server.to_string(),
             url: url.to_string(),
             config: config.cloned().unwrap_or_default(),
             store,
-            agent,
-            state: Mutex::new(State { credential, ..State::default() }),
+            agent: crate::net::agent(Some(std::time::Duration::from_secs(30))),
+            browser,
+            state: Mutex::new(State { credential, authorizations: 0 }),
         })
     }
 
@@ -112,8 +152,8 @@ impl OAuth {
         state.credential.as_ref().map(|c| format!("Bearer {}", c.access_token))
     }
 
-    /// A 401: refresh if possible, else authorize if a browser flow can run. True: retry.
-    pub fn unauthorized(&self, challenge: &str) -> bool {
+    /// A 401: refresh if possible, else authorize if a browser flow can run.
+    pub fn unauthorized(&self, challenge: &str) -> Result<(), AuthError> {
         let params = discovery::challenge(challenge);
         let mut state = self.lock();
         if let Some(credential) = state.credential.clone() {
@@ -121,66 +161,43 @@ impl OAuth {
                 match self.refresh(&credential) {
                     Ok(fresh) => {
                         state.credential = Some(fresh);
-                        return true;
+                        return Ok(());
                     }
                     Err(err) => log::warn!("server {}: token refresh failed: {err:#}", self.server),
                 }
             }
             state.credential = None;
         }
-        if !may_run_flow() {
-            state.failure = Some(format!("the server requires authorization; run nod mcp auth {}", self.server));
-            return false;
-        }
+        let Some(browser) = &self.browser else {
+            return Err(AuthError::Required { server: self.server.clone() });
+        };
         state.authorizations += 1;
-        match self.authorize(&params, None) {
-            Ok(credential) => {
-                state.credential = Some(credential);
-                true
-            }
-            Err(err) => {
-                state.failure = Some(format!("authorization failed: {err:#}"));
-                false
-            }
-        }
+        let credential = self.authorize(browser.as_ref(), &params, None).context("authorization failed")?;
+        state.credential = Some(credential);
+        Ok(())
     }
 
-    /// A 403: step up with the union of scopes when it is `insufficient_scope`. True: retry.
-    pub fn forbidden(&self, challenge: &str) -> bool {
+    /// A 403: step up with the union of scopes when it is `insufficient_scope`. `Ok(true)`:
+    /// retry; `Ok(false)`: the 403 is not about scopes.
+    pub fn forbidden(&self, challenge: &str) -> Result<bool, AuthError> {
         let params = discovery::challenge(challenge);
         if params.get("error").map(String::as_str) != Some("insufficient_scope") {
-            return false;
+            return Ok(false);
         }
         let mut state = self.lock();
-        if state.authorizations >= MAX_AUTHORIZATIONS || !may_run_flow() {
-            let scope = params.get("scope").map_or("", String::as_str);
-            state.failure = Some(if may_run_flow() {
-                format!(
-                    "the server still asks for more scopes ({scope}); stopped after {} authorizations",
-                    state.authorizations
-                )
-            } else {
-                format!("the server asks for more scopes ({scope}); run nod mcp auth {} to grant them", self.server)
-            });
-            return false;
+        let scope = params.get("scope").cloned().unwrap_or_default();
+        let Some(browser) = &self.browser else {
+            return Err(AuthError::MoreScopes { server: self.server.clone(), scope });
+        };
+        if state.authorizations >= MAX_AUTHORIZATIONS {
+            return Err(AuthError::StepUpLimit { scope, count: state.authorizations });
         }
         state.authorizations += 1;
         let granted = state.credential.as_ref().and_then(|c| c.scope.clone());
-        match self.authorize(&params, granted.as_deref()) {
-            Ok(credential) => {
-                state.credential = Some(credential);
-                true
-            }
-            Err(err) => {
-                state.failure = Some(format!("step-up authorization failed: {err:#}"));
-                false
-            }
-        }
-    }
-
-    /// Why the last 401 or 403 could not be answered.
-    pub fn failure(&self) -> Option<String> {
-        self.lock().failure.clone()
+        let credential =
+            self.authorize(browser.as_ref(), &params, granted.as_deref()).context("step-up authorization failed")?;
+        state.credential = Some(credential);
+        Ok(true)
     }
 
     /// Whether a token is held now.
@@ -190,6 +207,7 @@ impl OAuth {
 
     fn authorize(
         &self,
+        browser: &dyn Browser,
         params: &std::collections::HashMap<String, String>,
         granted: Option<&str>,
     ) -> anyhow::Result<Credential> {
@@ -231,14 +249,10 @@ impl OAuth {
         if !scopes.is_empty() {
             url.push_str(&format!("&scope={}", flow::encode(&scopes.join(" "))));
         }
-        eprintln!("nod: to authorize server {}, open this URL in a browser:\n{url}", self.server);
-        eprintln!("nod: waiting for the browser; on a machine without one, paste the final redirect URL here");
-        if std::env::var_os("BROWSER").is_some() || INTERACTIVE_OPEN.load(Ordering::SeqCst) {
-            flow::open(&url)?;
-        }
+        browser.show(&self.server, &url)?;
         let redirect_uri = callback.redirect_uri.clone();
-        let query = callback.wait(true)?;
-        let get = |key: &str| query.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let query = callback.wait(&state, browser.pasted())?;
+        let get = |key: &str| flow::get(&query, key);
         if let Some(error) = get("error") {
             bail!("the authorization server answered {error}: {}", get("error_description").unwrap_or_default());
         }
@@ -426,11 +440,18 @@ impl std::fmt::Debug for OAuth {
     }
 }
 
-static INTERACTIVE_OPEN: AtomicBool = AtomicBool::new(false);
+impl Credentials for OAuth {
+    fn authorization(&self) -> Option<String> {
+        self.header()
+    }
 
-/// `nod mcp auth --open`: launch the browser even without `BROWSER`.
-pub fn open_browser() {
-    INTERACTIVE_OPEN.store(true, Ordering::SeqCst);
+    fn unauthorized(&self, challenge: &str) -> Result<(), AuthFailure> {
+        OAuth::unauthorized(self, challenge).map_err(|e| Arc::new(e) as AuthFailure)
+    }
+
+    fn forbidden(&self, challenge: &str) -> Result<bool, AuthFailure> {
+        OAuth::forbidden(self, challenge).map_err(|e| Arc::new(e) as AuthFailure)
+    }
 }
 
 fn resource_of(url: &str, config: Option<&OAuthConfig>) -> String {

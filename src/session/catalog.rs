@@ -116,7 +116,7 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
         for item in items {
             match check(kind, item) {
                 Ok(()) => listing.items.push(item.clone()),
-                Err(why) => listing.rejected.push(why),
+                Err(why) => listing.rejected.push(why.to_string()),
             }
         }
         match page.get("nextCursor") {
@@ -136,24 +136,48 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
     bail!("{}: more than {MAX_PAGES} pages; stopped", kind.method())
 }
 
+/// Why a catalog item was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejected {
+    Nameless(&'static str),
+    NoSchema(String),
+    NotAnObject(String),
+    TooDeep(String),
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejected::Nameless(what) => f.write_str(what),
+            Rejected::NoSchema(name) => write!(f, "tool {name:?} has no inputSchema"),
+            Rejected::NotAnObject(name) => {
+                write!(f, "tool {name:?} has an inputSchema that does not describe an object")
+            }
+            Rejected::TooDeep(name) => {
+                write!(f, "tool {name:?} has an inputSchema nested deeper than {MAX_SCHEMA_DEPTH}")
+            }
+        }
+    }
+}
+
 /// Checks the fields nod relies on; everything else is kept verbatim.
-fn check(kind: Kind, item: &Value) -> Result<(), String> {
+fn check(kind: Kind, item: &Value) -> Result<(), Rejected> {
     let text = |key: &str| item.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
     match kind {
         Kind::Tools => {
-            let name = text("name").ok_or("a tool without a name")?;
-            let schema = item.get("inputSchema").ok_or_else(|| format!("tool {name:?} has no inputSchema"))?;
+            let name = text("name").ok_or(Rejected::Nameless("a tool without a name"))?;
+            let schema = item.get("inputSchema").ok_or_else(|| Rejected::NoSchema(name.to_string()))?;
             if schema.get("type").and_then(Value::as_str) != Some("object") {
-                return Err(format!("tool {name:?} has an inputSchema that does not describe an object"));
+                return Err(Rejected::NotAnObject(name.to_string()));
             }
             if depth(schema) > MAX_SCHEMA_DEPTH {
-                return Err(format!("tool {name:?} has an inputSchema nested deeper than {MAX_SCHEMA_DEPTH}"));
+                return Err(Rejected::TooDeep(name.to_string()));
             }
             Ok(())
         }
-        Kind::Resources => text("uri").map(drop).ok_or_else(|| "a resource without a uri".into()),
-        Kind::Templates => text("uriTemplate").map(drop).ok_or_else(|| "a template without a uriTemplate".into()),
-        Kind::Prompts => text("name").map(drop).ok_or_else(|| "a prompt without a name".into()),
+        Kind::Resources => text("uri").map(drop).ok_or(Rejected::Nameless("a resource without a uri")),
+        Kind::Templates => text("uriTemplate").map(drop).ok_or(Rejected::Nameless("a template without a uriTemplate")),
+        Kind::Prompts => text("name").map(drop).ok_or(Rejected::Nameless("a prompt without a name")),
     }
 }
 

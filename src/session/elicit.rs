@@ -110,7 +110,7 @@ impl InboundHandler for PolicyHandler {
             }
             Policy::Defaults if mode == "form" => match defaults(schema.as_ref()) {
                 Ok(content) => json!({ "action": "accept", "content": content }),
-                Err(field) => {
+                Err(MissingDefault(field)) => {
                     log::warn!("server {}: elicitation declined: required field {field:?} has no default", req.server);
                     json!({ "action": "decline" })
                 }
@@ -127,9 +127,13 @@ impl InboundHandler for PolicyHandler {
     }
 }
 
+/// A required form field without a default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingDefault(pub String);
+
 /// The content a form gets when every field takes its default. Fails with the name of a
 /// required field that has none.
-pub fn defaults(schema: Option<&Value>) -> Result<Value, String> {
+pub fn defaults(schema: Option<&Value>) -> Result<Value, MissingDefault> {
     let mut content = Map::new();
     let properties = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
     for (name, property) in properties.into_iter().flatten() {
@@ -147,7 +151,7 @@ pub fn defaults(schema: Option<&Value>) -> Result<Value, String> {
     let required = schema.and_then(|s| s.get("required")).and_then(Value::as_array);
     for name in required.into_iter().flatten().filter_map(Value::as_str) {
         if !content.contains_key(name) {
-            return Err(name.to_string());
+            return Err(MissingDefault(name.to_string()));
         }
     }
     Ok(Value::Object(content))
@@ -172,6 +176,6 @@ mod tests {
             json!({"name": "Ada", "n": 42, "x": 2.5, "ok": true, "tags": ["a"]})
         );
         let missing = json!({"type": "object", "properties": {"free": {"type": "string"}}, "required": ["free"]});
-        assert_eq!(defaults(Some(&missing)), Err("free".to_string()));
+        assert_eq!(defaults(Some(&missing)), Err(MissingDefault("free".to_string())));
     }
 }

@@ -1,27 +1,41 @@
 //! A session is one initialized connection to one server: the lifecycle (`initialize`,
-//! version negotiation, `notifications/initialized`), the negotiated capabilities, and
-//! requests with the server's configured deadlines.
+//! version negotiation, `notifications/initialized`), the negotiated capabilities, requests
+//! with the server's configured deadlines, and the new handshake after a remote server
+//! forgot the session (one handshake however many calls noticed, then each call is replayed).
 
 pub mod catalog;
 pub mod elicit;
+pub mod fleet;
 pub mod supervisor;
 
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
 
 use crate::config::{ServerConfig, Transport};
-use crate::dispatch::{CallError, ConnShared, Engine, Event, InboundHandler, PendingCall, ProgressPolicy};
+use crate::dispatch::{
+    CallError, CallUpdate, ConnShared, Engine, GroupId, InboundHandler, PendingCall, Progress, ProgressPolicy, Request,
+};
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
+use crate::oauth::{Browser, OAuth};
 use crate::transport::http::{self, HttpSpec};
 use crate::transport::{ConnId, TransportError, child::Spawn, stdio};
 
 /// How far progress notifications may stretch one tool call: this many operation timeouts.
 pub const PROGRESS_CAP_FACTOR: u32 = 10;
+
+/// How a surface lets remote servers authenticate.
+#[derive(Clone, Default)]
+pub struct Access {
+    /// Where an authorization flow may show its URL; None: a 401 that a refresh cannot
+    /// answer fails with "run nod mcp auth".
+    pub browser: Option<Arc<dyn Browser>>,
+    /// Ignore stored tokens and authorize afresh (`nod mcp auth`).
+    pub fresh: bool,
+}
 
 pub struct Session {
     engine: Engine,
@@ -35,10 +49,42 @@ pub struct Session {
     shared: Arc<ConnShared>,
     cache: Mutex<catalog::Cache>,
     closed: bool,
+    /// What nod declared in `initialize`, for a new handshake.
+    client_capabilities: Value,
+    /// Remote sessions: the generation after the last new handshake (0: none yet).
+    handshakes: Mutex<u64>,
+    remote: bool,
 }
 
 /// The longest server instructions nod keeps.
 const INSTRUCTIONS_BYTES: usize = 2048;
+
+/// A request in flight, as the session sees it: the engine's pending call plus what a replay
+/// on a new session needs.
+pub struct Call {
+    pending: PendingCall,
+    method: &'static str,
+    /// Kept for a replay (remote servers only).
+    params: Option<String>,
+    timeout: Duration,
+    progress: Option<Value>,
+    group: Option<GroupId>,
+    replayed: bool,
+}
+
+impl Call {
+    pub fn updates(&self) -> &crossbeam_channel::Receiver<CallUpdate> {
+        self.pending.updates()
+    }
+
+    pub fn gone(&self) -> &crossbeam_channel::Receiver<()> {
+        self.pending.gone()
+    }
+
+    pub fn id(&self) -> crate::dispatch::CallId {
+        self.pending.id
+    }
+}
 
 impl Session {
     /// Starts the server and runs the handshake, all within `startup_timeout_ms`.
@@ -46,6 +92,7 @@ impl Session {
         engine: &Engine,
         config: &ServerConfig,
         handler: Arc<dyn InboundHandler>,
+        access: &Access,
     ) -> anyhow::Result<Session> {
         let deadline = Instant::now() + config.startup_timeout;
         // Remote headers are resolved before anything starts: a missing variable is a
@@ -56,23 +103,28 @@ impl Session {
                 headers: resolve_headers(remote)?,
                 legacy: matches!(config.transport, Transport::Sse(_)),
                 message_timeout: config.operation_timeout.min(http::MESSAGE_TIMEOUT),
-                auth: match remote.bearer_token_env {
+                credentials: match remote.bearer_token_env {
                     Some(_) => None,
-                    None => Some(Arc::new(crate::oauth::OAuth::new(&config.name, &remote.url, remote.oauth.as_ref())?)),
+                    None => Some(Arc::new(OAuth::new(
+                        &config.name,
+                        &remote.url,
+                        remote.oauth.as_ref(),
+                        access.browser.clone(),
+                        access.fresh,
+                    )?)),
                 },
             }),
             Transport::Stdio(_) => None,
         };
-        let conn = engine.next_conn();
-        let shared = Arc::new(ConnShared::default());
         let capabilities = handler.capabilities();
-        engine.send(Event::Register { conn, name: config.name.clone(), handler, shared: shared.clone() });
+        let (conn, shared, link) = engine.register(&config.name, handler);
+        let is_remote = remote.is_some();
         let started = match (&config.transport, remote) {
             (Transport::Stdio(stdio), _) => {
                 let spec = Spawn { argv: stdio.argv.clone(), env: stdio.env.clone(), cwd: stdio.cwd.clone() };
-                stdio::spawn(conn, &config.name, spec, engine.events().clone())
+                stdio::spawn(link, spec)
             }
-            (_, Some(spec)) => http::spawn(conn, &config.name, spec, engine.events().clone()),
+            (_, Some(spec)) => http::spawn(link, spec),
             (_, None) => unreachable!("remote entries have a spec"),
         };
         let worker = match started {
@@ -82,7 +134,7 @@ impl Session {
                 return Err(anyhow!(err));
             }
         };
-        engine.send(Event::Attach { conn, worker });
+        engine.attach(conn, &shared, worker);
         let mut session = Session {
             engine: engine.clone(),
             conn,
@@ -95,23 +147,21 @@ impl Session {
             shared,
             cache: Mutex::new(catalog::Cache::default()),
             closed: false,
+            client_capabilities: capabilities,
+            handshakes: Mutex::new(0),
+            remote: is_remote,
         };
         // On failure `session` drops here, which closes the connection and reaps the process.
-        session.initialize(&capabilities, deadline)?;
+        session.initialize(deadline)?;
         Ok(session)
     }
 
-    fn initialize(&mut self, capabilities: &Value, deadline: Instant) -> anyhow::Result<()> {
+    fn initialize(&mut self, deadline: Instant) -> anyhow::Result<()> {
         let mut offer = Version::LATEST;
         let mut retried = false;
         let result = loop {
-            let params = json!({
-                "protocolVersion": offer.as_str(),
-                "capabilities": capabilities,
-                "clientInfo": { "name": "nod", "version": env!("CARGO_PKG_VERSION") },
-            });
             let remaining = deadline.saturating_duration_since(Instant::now());
-            match self.request_with(method::INITIALIZE, Some(params), remaining) {
+            match self.handshake(offer, remaining) {
                 Ok(result) => break result,
                 // A server may name the versions it supports in the error (VER-4).
                 Err(CallError::Rpc(error)) if !retried => {
@@ -129,21 +179,48 @@ impl Session {
                 Err(err) => return Err(initialize_error(err)),
             }
         };
-        let answered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
-        let Some(version) = Version::parse(answered) else {
-            let shown = crate::util::one_line(&answered.chars().take(40).collect::<String>());
-            bail!(
-                "the server answered protocol version {shown:?}, which nod does not support (nod speaks {})",
-                Version::ALL.map(Version::as_str).join(", ")
-            );
-        };
+        let version = answered_version(&result)?;
         self.version = version;
         self.capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         self.server_info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
         self.instructions =
             result.get("instructions").and_then(Value::as_str).map(|text| truncate(text, INSTRUCTIONS_BYTES));
-        self.engine.send(Event::SetVersion { conn: self.conn, version });
+        self.engine.set_version(self.conn, version);
         self.notify(method::INITIALIZED, None);
+        Ok(())
+    }
+
+    /// One `initialize` request offering `version`.
+    fn handshake(&self, version: Version, timeout: Duration) -> Result<Value, CallError> {
+        let params = json!({
+            "protocolVersion": version.as_str(),
+            "capabilities": self.client_capabilities,
+            "clientInfo": { "name": "nod", "version": env!("CARGO_PKG_VERSION") },
+        });
+        let req = Request {
+            method: method::INITIALIZE,
+            params: Some(&params.to_string()),
+            timeout,
+            progress: None,
+            group: None,
+        };
+        self.engine.start_call(self.conn, &self.shared, req).wait(|_| {})
+    }
+
+    /// The server forgot the session that request generation `generation` used: start a new
+    /// one, once for every call that noticed.
+    fn recover(&self, generation: u64) -> Result<(), CallError> {
+        let mut done = self.handshakes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *done > generation {
+            return Ok(());
+        }
+        let result = self.handshake(self.version, self.operation_timeout)?;
+        if answered_version(&result).ok() != Some(self.version) {
+            let why = "the server answered the new session with another protocol version".to_string();
+            return Err(CallError::Transport(Arc::new(TransportError::BadAnswer(why))));
+        }
+        self.notify(method::INITIALIZED, None);
+        *done = generation + 1;
         Ok(())
     }
 
@@ -153,8 +230,7 @@ impl Session {
     }
 
     pub fn notify(&self, method_name: &str, params: Option<&Value>) {
-        let frame = jsonrpc::encode_notification(method_name, params);
-        self.engine.send(Event::Notify { conn: self.conn, frame });
+        self.engine.notify(&self.shared, jsonrpc::encode_notification(method_name, params));
     }
 
     /// A request with the server's operation timeout.
@@ -168,35 +244,82 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        self.start(method_name, params.map(|p| p.to_string()), timeout, false).wait(|_| {})
+        let call = self.start(method_name, params.map(|p| p.to_string()), timeout, None);
+        self.wait(call, |_| {})
     }
 
-    /// Starts a request without waiting. `params` is serialized JSON. With `progress`, the
-    /// request carries a progress token (which must be inside `params._meta` already: see
-    /// `progress_params`), and progress may extend the deadline up to the cap.
+    /// Starts a request without waiting. `params` is serialized JSON.
     pub fn start(
         &self,
         method_name: &'static str,
         params: Option<String>,
         timeout: Duration,
-        progress: bool,
-    ) -> PendingCall {
-        let id = self.engine.next_call();
-        let progress = progress.then(|| ProgressPolicy { token: json!(id.0), cap: timeout * PROGRESS_CAP_FACTOR });
-        self.engine.start_call(id, self.conn, method_name, params, timeout, progress)
+        group: Option<GroupId>,
+    ) -> Call {
+        self.launch(method_name, params, timeout, None, group)
     }
 
-    /// Starts `tools/call` with a progress token.
-    pub fn call_tool(&self, tool: &str, arguments: &Value) -> PendingCall {
-        let id = self.engine.next_call();
-        let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": id.0 } });
-        let timeout = self.operation_timeout;
-        let progress = Some(ProgressPolicy { token: json!(id.0), cap: timeout * PROGRESS_CAP_FACTOR });
-        self.engine.start_call(id, self.conn, method::TOOLS_CALL, Some(params.to_string()), timeout, progress)
+    /// Starts `tools/call` with a progress token, in `group` when given.
+    pub fn call_tool(&self, tool: &str, arguments: &Value, group: Option<GroupId>) -> Call {
+        let token = json!(self.engine.next_call().0);
+        let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } });
+        self.launch(method::TOOLS_CALL, Some(params.to_string()), self.operation_timeout, Some(token), group)
     }
 
-    pub fn cancel(&self, call: &PendingCall, reason: &str) {
-        self.engine.cancel(call.id, reason);
+    fn launch(
+        &self,
+        method_name: &'static str,
+        params: Option<String>,
+        timeout: Duration,
+        progress: Option<Value>,
+        group: Option<GroupId>,
+    ) -> Call {
+        let policy = progress.clone().map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
+        let req = Request { method: method_name, params: params.as_deref(), timeout, progress: policy, group };
+        let pending = self.engine.start_call(self.conn, &self.shared, req);
+        let params = if self.remote { params } else { None };
+        Call { pending, method: method_name, params, timeout, progress, group, replayed: false }
+    }
+
+    /// What a finished call means: its result, or `None` when the server had forgotten the
+    /// session and the call now runs again on a new one (keep waiting on `call.updates()`).
+    pub fn settle(&self, call: &mut Call, result: Result<Value, CallError>) -> Option<Result<Value, CallError>> {
+        let generation = match &result {
+            Err(CallError::Transport(cause)) => match **cause {
+                TransportError::SessionExpired { generation } if !call.replayed && self.remote => generation,
+                _ => return Some(result),
+            },
+            _ => return Some(result),
+        };
+        if let Err(err) = self.recover(generation) {
+            return Some(Err(err));
+        }
+        let policy =
+            call.progress.clone().map(|token| ProgressPolicy { token, cap: call.timeout * PROGRESS_CAP_FACTOR });
+        let req = Request {
+            method: call.method,
+            params: call.params.as_deref(),
+            timeout: call.timeout,
+            progress: policy,
+            group: call.group,
+        };
+        call.pending = self.engine.start_call(self.conn, &self.shared, req);
+        call.replayed = true;
+        None
+    }
+
+    /// Waits for a call, passing progress to `on_progress`.
+    pub fn wait(&self, mut call: Call, mut on_progress: impl FnMut(&Progress)) -> Result<Value, CallError> {
+        loop {
+            let result = call.pending.wait(&mut on_progress);
+            if let Some(result) = self.settle(&mut call, result) {
+                return result;
+            }
+        }
+    }
+
+    pub fn cancel(&self, call: &Call, reason: &str) {
+        self.engine.cancel(call.pending.id, reason);
     }
 
     /// Why the connection ended, if it ended on its own (not closed by nod).
@@ -228,6 +351,20 @@ impl Drop for Session {
     }
 }
 
+fn answered_version(result: &Value) -> anyhow::Result<Version> {
+    let answered = result.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
+    match Version::parse(answered) {
+        Some(version) => Ok(version),
+        None => {
+            let shown = crate::util::one_line(&answered.chars().take(40).collect::<String>());
+            bail!(
+                "the server answered protocol version {shown:?}, which nod does not support (nod speaks {})",
+                Version::ALL.map(Version::as_str).join(", ")
+            )
+        }
+    }
+}
+
 /// Static headers, `header_env` values and the bearer token, read now from the environment.
 fn resolve_headers(remote: &crate::config::RemoteConfig) -> anyhow::Result<Vec<(String, String)>> {
     let mut headers = remote.headers.clone();
@@ -249,7 +386,7 @@ fn resolve_headers(remote: &crate::config::RemoteConfig) -> anyhow::Result<Vec<(
 fn initialize_error(err: CallError) -> anyhow::Error {
     match err {
         CallError::Timeout(after) => {
-            anyhow!("no answer to initialize within {} ms (startup_timeout_ms)", after.as_millis())
+            anyhow!("no answer to initialize within {} (startup_timeout_ms)", crate::util::seconds(after))
         }
         // Servers of MCP 2026-07-28 refuse the 2025 handshake with these codes.
         CallError::Rpc(error) if matches!(error.code, -32020 | -32022 | -32601) => anyhow!(
@@ -281,5 +418,3 @@ fn truncate(text: &str, max: usize) -> String {
 pub fn context<T>(result: Result<T, CallError>, server: &str, what: &str) -> anyhow::Result<T> {
     result.map_err(anyhow::Error::new).with_context(|| format!("server {server}: {what}"))
 }
-
-impl std::error::Error for CallError {}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 
-use super::Session;
+use super::{Access, Session};
 use crate::config::{ServerConfig, Transport};
 use crate::dispatch::{Engine, InboundHandler};
 
@@ -18,6 +18,7 @@ pub struct Supervised {
     engine: Engine,
     config: ServerConfig,
     handler: Arc<dyn InboundHandler>,
+    access: Access,
     state: Mutex<State>,
 }
 
@@ -33,12 +34,14 @@ impl Supervised {
         engine: &Engine,
         config: &ServerConfig,
         handler: Arc<dyn InboundHandler>,
+        access: &Access,
     ) -> anyhow::Result<Supervised> {
-        let session = Session::connect(engine, config, handler.clone())?;
+        let session = Session::connect(engine, config, handler.clone(), access)?;
         Ok(Supervised {
             engine: engine.clone(),
             config: config.clone(),
             handler,
+            access: access.clone(),
             state: Mutex::new(State { session: Some(Arc::new(session)), restarts: 0, last_error: None }),
         })
     }
@@ -73,7 +76,7 @@ impl Supervised {
             state.restarts
         );
         std::thread::sleep(delay);
-        match Session::connect(&self.engine, &self.config, self.handler.clone()) {
+        match Session::connect(&self.engine, &self.config, self.handler.clone(), &self.access) {
             Ok(session) => {
                 let session = Arc::new(session);
                 state.session = Some(session.clone());

@@ -197,6 +197,23 @@ impl Docker {
     }
 }
 
+/// Starts a helper program (a browser) that runs on its own: no pipes, its own process
+/// group, reaped in the background. `last` is appended after `args`.
+pub fn launch_detached(program: &str, args: &[String], last: &str) -> std::io::Result<()> {
+    let mut child = Command::new(program)
+        .args(args)
+        .arg(last)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let _ = std::thread::Builder::new().name("nod-reap".into()).spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}
+
 /// A new 0700 folder under the system temp folder.
 fn private_dir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;

@@ -1,36 +1,38 @@
 //! Remote servers: Streamable HTTP (2025-03-26 and later) and legacy HTTP+SSE (2024-11-05),
 //! through ureq with rustls.
 //!
-//! The worker thread (`nod-http:<server>`) takes frames from the dispatcher. Notifications and
-//! responses are POSTed in order on the worker itself (they are answered 202 at once); each
-//! request gets its own thread, since its answer may be a long SSE stream. Streams are read
-//! with the hand-written parser in `sse`: an answer may arrive on any stream, so every message
-//! goes to the dispatcher, which matches it by id. A stream that ends before the answer to its
-//! request is resumed with GET and `Last-Event-ID` after the server's `retry` delay. A 404 to a
-//! request that carried a session id starts a fresh session and replays the request once.
-//! After `notifications/initialized` the standalone GET stream opens in the background. The
-//! legacy transport lives in `legacy_sse`.
+//! The worker thread (`nod-http:<server>`) owns every thread of the connection:
+//! - each request gets a thread (`http_request`), since its answer may be a long event
+//!   stream, and an agent of its own, so `CancelStream` can close that stream at once
+//!   (`ureq::Agent::shutdown`); agents of finished requests are kept for reuse;
+//! - notifications and answers to the server are POSTed in order by one poster thread, and a
+//!   request waits until the notifications queued before it were sent (`initialized` comes
+//!   before the first list);
+//! - the standalone GET stream and the legacy event stream (`http_stream`, `legacy_sse`)
+//!   have a thread each.
+//!
+//! `Close` shuts down every agent, ends the session (DELETE), and waits (bounded) for the
+//! threads. A 404 to a request that carried a session id is reported as `SessionExpired`;
+//! the session layer starts a new session and replays the request.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde_json::Value;
-use ureq::Agent;
 
-use super::http_stream::{start_get_stream, stream};
-use super::legacy_sse::{legacy_send, resolve_endpoint, start_legacy};
-use super::sse;
-use super::{ConnId, Outbound, TransportError, WorkerHandle};
-use crate::dispatch::Event;
-use crate::jsonrpc::frame::MAX_FRAME;
-use crate::jsonrpc::{self, Message};
+use super::http_request::{Post, poster, request};
+use super::legacy_sse::start_legacy;
+use super::{Credentials, Link, Outbound, Outlet, TransportError, WorkerHandle};
+use crate::jsonrpc::Message;
 use crate::mcp::method;
 use crate::util::JoinOnDrop;
 
 /// What to connect to. `headers` are final: header_env and bearer tokens already resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HttpSpec {
     pub url: String,
     pub headers: Vec<(String, String)>,
@@ -39,415 +41,439 @@ pub struct HttpSpec {
     /// The bound on one notification or response POST (they are answered at once): the
     /// server's operation timeout, at most 10 s.
     pub message_timeout: Duration,
-    /// OAuth, for servers without a static bearer token.
-    pub auth: Option<Arc<crate::oauth::OAuth>>,
+    /// Credentials for servers that need them (OAuth).
+    pub credentials: Option<Arc<dyn Credentials>>,
 }
 
-/// How long the first request after `notifications/initialized` waits for the GET stream.
-const GET_STREAM_WAIT: Duration = Duration::from_millis(500);
+/// The longest a notification or response POST may take: they are answered at once (202).
+pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `Close` waits for the connection's threads before leaving the rest to end on
+/// their own (a connect in progress cannot be interrupted; it ends within its timeout).
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// Idle agents kept for reuse (each keeps its connection alive).
+const IDLE_AGENTS: usize = 8;
 
-pub fn spawn(conn: ConnId, name: &str, spec: HttpSpec, events: Sender<Event>) -> Result<WorkerHandle, TransportError> {
-    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build();
-    let agent: Agent = Agent::config_builder()
-        .http_status_as_error(false)
-        // Redirects are followed by nod itself (same origin only): ureq would send the
-        // configured headers to another origin, and does not re-send a POST body.
-        .max_redirects(0)
-        .timeout_connect(Some(Duration::from_secs(15)))
-        .tls_config(tls)
-        .user_agent(concat!("nod/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
-    let shared = Arc::new(Shared {
-        conn,
-        name: name.to_string(),
-        agent,
-        url: spec.url.clone(),
-        headers: spec.headers,
-        events,
-        session: Mutex::new(None),
-        version: Mutex::new(None),
-        init: Mutex::new(None),
-        closed: AtomicBool::new(false),
-        get_started: AtomicBool::new(false),
-        legacy: Mutex::new(None),
-        message_timeout: spec.message_timeout,
-        auth: spec.auth,
-    });
-    let (outbox, inbox) = crossbeam_channel::unbounded();
+pub fn spawn(link: Link, spec: HttpSpec) -> Result<WorkerHandle, TransportError> {
+    let name = link.name.clone();
     let legacy = spec.legacy;
+    let shared = Arc::new(Shared::new(link, spec));
+    let (outbox, inbox) = crossbeam_channel::unbounded();
     let thread = std::thread::Builder::new()
         .name(format!("nod-http:{name}"))
         .spawn(move || run(shared, inbox, legacy))
         .map_err(|e| TransportError::Io(e.to_string()))?;
-    Ok(WorkerHandle { outbox, waker: None, thread: Some(JoinOnDrop::new(thread)) })
+    Ok(WorkerHandle::new(Outlet::new(outbox, None), JoinOnDrop::new(thread)))
+}
+
+/// What a stream's agent is registered under, so it can be shut down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum StreamKey {
+    Request(u64),
+    Get,
+    Legacy,
+    Poster,
+}
+
+/// The server's session as the worker knows it.
+#[derive(Default, Clone)]
+pub(super) struct SessionState {
+    pub id: Option<String>,
+    /// Bumped each time a new session id is adopted.
+    pub generation: u64,
+    /// The session expired and no new one has started yet.
+    pub expired: bool,
 }
 
 pub(super) struct Shared {
-    pub(super) conn: ConnId,
-    pub(super) name: String,
-    pub(super) agent: Agent,
-    pub(super) url: String,
+    pub link: Link,
+    pub url: String,
     headers: Vec<(String, String)>,
-    pub(super) events: Sender<Event>,
-    pub(super) session: Mutex<Option<String>>,
+    pub credentials: Option<Arc<dyn Credentials>>,
+    pub message_timeout: Duration,
+    pub session: Mutex<SessionState>,
     /// The negotiated version, sent as MCP-Protocol-Version once known.
-    version: Mutex<Option<String>>,
-    /// The initialize request (wire id and frame), replayed when a session expires.
-    init: Mutex<Option<(u64, Vec<u8>)>>,
-    pub(super) closed: AtomicBool,
-    pub(super) get_started: AtomicBool,
-    /// Legacy mode: the endpoint to POST to, once the SSE stream announced it.
-    pub(super) legacy: Mutex<Option<Legacy>>,
-    pub(super) message_timeout: Duration,
-    auth: Option<Arc<crate::oauth::OAuth>>,
+    pub version: Mutex<Option<String>>,
+    /// The wire id of the latest initialize request (0: none).
+    pub init_id: AtomicU64,
+    pub closed: AtomicBool,
+    reported: AtomicBool,
+    /// Legacy mode: the endpoint to POST to, once the event stream announced it.
+    pub legacy: Mutex<Option<Legacy>>,
+    pub get_running: AtomicBool,
+    idle: Mutex<Vec<ureq::Agent>>,
+    active: Mutex<HashMap<StreamKey, ureq::Agent>>,
+    cancelled: Mutex<HashSet<StreamKey>>,
+    wakeup: Condvar,
+    pub order: Order,
+    /// The poster thread's queue; taken at close.
+    posts: Mutex<Option<Sender<Post>>>,
+    /// Disconnects when the poster thread has sent everything and ended.
+    poster_done: Mutex<Option<Receiver<()>>>,
+    threads: Threads,
 }
 
 pub(super) struct Legacy {
-    pub(super) endpoint: Option<String>,
-    /// Frames waiting for the endpoint.
-    pub(super) queued: Vec<Vec<u8>>,
+    pub endpoint: Option<String>,
+    /// Frames waiting for the endpoint, with their request ids.
+    pub queued: Vec<(Option<u64>, Vec<u8>)>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn new(link: Link, spec: HttpSpec) -> Shared {
+        Shared {
+            link,
+            url: spec.url,
+            headers: spec.headers,
+            credentials: spec.credentials,
+            message_timeout: spec.message_timeout,
+            session: Mutex::new(SessionState::default()),
+            version: Mutex::new(None),
+            init_id: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            reported: AtomicBool::new(false),
+            legacy: Mutex::new(None),
+            get_running: AtomicBool::new(false),
+            idle: Mutex::new(Vec::new()),
+            active: Mutex::new(HashMap::new()),
+            cancelled: Mutex::new(HashSet::new()),
+            wakeup: Condvar::new(),
+            order: Order::default(),
+            posts: Mutex::new(None),
+            poster_done: Mutex::new(None),
+            threads: Threads::default(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.link.name
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// An agent for `key`, registered so that `cancel` can shut it down. None when the
+    /// stream was cancelled or the connection closed.
+    pub fn checkout(&self, key: StreamKey) -> Option<ureq::Agent> {
+        if self.is_closed() || lock(&self.cancelled).contains(&key) {
+            return None;
+        }
+        let agent = lock(&self.idle).pop().unwrap_or_else(|| crate::net::agent(None));
+        lock(&self.active).insert(key, agent.clone());
+        Some(agent)
+    }
+
+    /// The agent registered for `key`, while the stream is neither cancelled nor closed.
+    pub fn current_agent(&self, key: StreamKey) -> Option<ureq::Agent> {
+        if self.is_cancelled(key) {
+            return None;
+        }
+        lock(&self.active).get(&key).cloned()
+    }
+
+    /// Gives an agent back after a finished exchange; one that was shut down is dropped.
+    pub fn checkin(&self, key: StreamKey) {
+        let agent = lock(&self.active).remove(&key);
+        let cancelled = lock(&self.cancelled).remove(&key);
+        if let Some(agent) = agent
+            && !cancelled
+            && !self.is_closed()
+        {
+            let mut idle = lock(&self.idle);
+            if idle.len() < IDLE_AGENTS {
+                idle.push(agent);
+            }
+        }
+    }
+
+    /// Closes a stream at once: its agent's connections are shut, so a blocked read fails.
+    pub fn cancel(&self, key: StreamKey) {
+        lock(&self.cancelled).insert(key);
+        if let Some(agent) = lock(&self.active).remove(&key) {
+            agent.shutdown();
+        }
+        self.wakeup.notify_all();
+    }
+
+    pub fn is_cancelled(&self, key: StreamKey) -> bool {
+        self.is_closed() || lock(&self.cancelled).contains(&key)
+    }
+
+    /// Sleeps for `delay` unless the stream is cancelled or the connection closes first.
+    /// True when the sleep ran its course.
+    pub fn pause(&self, key: StreamKey, delay: Duration) -> bool {
+        let deadline = Instant::now() + delay;
+        let mut cancelled = lock(&self.cancelled);
+        loop {
+            if self.is_closed() || cancelled.contains(&key) {
+                return false;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            cancelled = self.wakeup.wait_timeout(cancelled, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// Adds the configured headers, the session id, the protocol version and credentials.
+    pub fn with_headers<B>(&self, mut req: ureq::RequestBuilder<B>, session: Option<&str>) -> ureq::RequestBuilder<B> {
+        for (name, value) in &self.headers {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        if let Some(session) = session {
+            req = req.header("Mcp-Session-Id", session);
+        }
+        if let Some(version) = lock(&self.version).as_deref() {
+            req = req.header("MCP-Protocol-Version", version);
+        }
+        if let Some(bearer) = self.credentials.as_ref().and_then(|c| c.authorization()) {
+            req = req.header("Authorization", bearer);
+        }
+        req
+    }
+
+    /// Hands messages on, learning the negotiated version from the initialize answer.
+    /// False once the dispatcher is gone.
+    pub fn deliver(&self, msgs: Vec<Message>, batch: bool) -> bool {
+        let init = self.init_id.load(Ordering::SeqCst);
+        if init != 0 {
+            for msg in &msgs {
+                if let Message::Response { id: Some(id), result: Ok(result) } = msg
+                    && id.as_u64() == Some(init)
+                    && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
+                {
+                    *lock(&self.version) = Some(version.to_string());
+                }
+            }
+        }
+        self.link.deliver(msgs, batch)
+    }
+
+    /// Queues work for the poster thread.
+    pub fn post(&self, post: Post) {
+        if let Some(posts) = lock(&self.posts).as_ref() {
+            let _ = posts.send(post);
+        }
+    }
+
+    pub fn fail(&self, id: u64, error: TransportError) {
+        self.link.failed(id, error);
+    }
+
+    /// Reports the end of the connection, once.
+    pub fn report_closed(&self, cause: TransportError) {
+        if !self.reported.swap(true, Ordering::SeqCst) {
+            self.link.closed(cause);
+        }
+    }
+
+    /// Starts a thread the worker owns.
+    pub fn spawn_thread(self: &Arc<Self>, work: impl FnOnce(&Arc<Shared>) + Send + 'static) {
+        let shared = self.clone();
+        self.threads.started();
+        let spawned = std::thread::Builder::new().name(format!("nod-http:{}", self.name())).spawn(move || {
+            let _done = ThreadDone(&shared.threads);
+            work(&shared);
+        });
+        match spawned {
+            Ok(handle) => lock(&self.threads.handles).push(handle),
+            Err(err) => {
+                self.threads.finished();
+                log::warn!("server {}: cannot start a thread: {err}", self.name());
+            }
+        }
+    }
+}
+
+/// Orders requests after the notifications queued before them.
+#[derive(Default)]
+pub(super) struct Order {
+    counts: Mutex<(u64, u64)>,
+    sent: Condvar,
+}
+
+impl Order {
+    /// Counts a queued notification; returns its sequence number.
+    pub fn queue(&self) -> u64 {
+        let mut counts = lock(&self.counts);
+        counts.0 += 1;
+        counts.0
+    }
+
+    pub fn queued(&self) -> u64 {
+        lock(&self.counts).0
+    }
+
+    pub fn mark_sent(&self, seq: u64) {
+        let mut counts = lock(&self.counts);
+        counts.1 = counts.1.max(seq);
+        self.sent.notify_all();
+    }
+
+    /// Waits (bounded) until notification `seq` was sent.
+    pub fn wait_sent(&self, seq: u64, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut counts = lock(&self.counts);
+        while counts.1 < seq {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            counts = self.sent.wait_timeout(counts, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+}
+
+#[derive(Default)]
+struct Threads {
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    running: Mutex<usize>,
+    ended: Condvar,
+}
+
+impl Threads {
+    fn started(&self) {
+        *lock(&self.running) += 1;
+    }
+
+    fn finished(&self) {
+        let mut running = lock(&self.running);
+        *running = running.saturating_sub(1);
+        self.ended.notify_all();
+    }
+
+    /// Joins the threads that have ended.
+    fn reap(&self) {
+        let mut handles = lock(&self.handles);
+        let (done, live): (Vec<_>, Vec<_>) = handles.drain(..).partition(JoinHandle::is_finished);
+        *handles = live;
+        drop(handles);
+        for handle in done {
+            let _ = handle.join();
+        }
+    }
+
+    /// Waits until every thread has ended, or `limit` passed; joins those that ended.
+    fn wait_all(&self, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        let mut running = lock(&self.running);
+        while *running > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            running = self.ended.wait_timeout(running, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        let left = *running;
+        drop(running);
+        self.reap();
+        left
+    }
+}
+
+struct ThreadDone<'a>(&'a Threads);
+
+impl Drop for ThreadDone<'_> {
+    fn drop(&mut self) {
+        self.0.finished();
+    }
 }
 
 fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
+    let (posts, post_inbox) = crossbeam_channel::unbounded::<Post>();
+    let (done, poster_done) = crossbeam_channel::bounded::<()>(0);
+    *lock(&shared.posts) = Some(posts);
+    *lock(&shared.poster_done) = Some(poster_done);
+    shared.spawn_thread(move |shared| {
+        let _done = done;
+        poster(shared, post_inbox);
+    });
     if legacy {
         start_legacy(&shared, &shared.url.clone());
     }
     while let Ok(out) = inbox.recv() {
         match out {
-            Outbound::Send(frame) => {
-                if shared.legacy.lock().is_ok_and(|l| l.is_some()) {
-                    legacy_send(&shared, frame);
-                    continue;
-                }
-                let head: Value = serde_json::from_slice(&frame).unwrap_or(Value::Null);
-                let method_name = head.get("method").and_then(Value::as_str).unwrap_or("");
-                match head.get("id").and_then(Value::as_u64).filter(|_| !method_name.is_empty()) {
-                    Some(id) => {
-                        if method_name == method::INITIALIZE {
-                            *lock(&shared.init) = Some((id, frame.clone()));
-                        }
-                        let worker = shared.clone();
-                        let thread = std::thread::Builder::new()
-                            .name(format!("nod-http:{}", shared.name))
-                            .spawn(move || request(&worker, id, frame));
-                        match thread {
-                            // Request threads are not joined on close: one may be blocked on
-                            // a stream the server keeps open; it ends on its next failed send.
-                            Ok(handle) => drop(handle),
-                            Err(err) => log::warn!("server {}: cannot start a request thread: {err}", shared.name),
-                        }
-                    }
-                    None => {
-                        let initialized = method_name == method::INITIALIZED;
-                        if message(&shared, &frame) && initialized {
-                            // The next request waits (bounded) until the server has answered
-                            // the GET: a server may send what a request triggers on the GET
-                            // stream only, and drops it when that stream is not open yet.
-                            let opened = start_get_stream(&shared);
-                            let _ = opened.recv_timeout(GET_STREAM_WAIT);
-                        }
-                    }
-                }
+            Outbound::Request { id, frame } => send_request(&shared, id, frame),
+            Outbound::Notify(frame) => {
+                let seq = shared.order.queue();
+                shared.post(Post::Notify { seq, frame });
             }
+            Outbound::CancelStream(id) => shared.cancel(StreamKey::Request(id)),
             Outbound::Close => break,
         }
+        shared.threads.reap();
     }
-    shared.closed.store(true, Ordering::SeqCst);
-    if let Some(session) = lock(&shared.session).clone() {
-        // Ending the session is a courtesy: a server that does not allow it answers 405.
-        let req = with_headers(&shared, shared.agent.delete(&shared.url), Some(&session));
-        let _ = req.config().timeout_global(Some(Duration::from_secs(2))).build().call();
-    }
-    let _ = shared.events.send(Event::Closed { conn: shared.conn, cause: TransportError::ClosedByClient });
+    close(&shared);
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-pub(super) fn with_headers<B>(
-    shared: &Shared,
-    mut req: ureq::RequestBuilder<B>,
-    session: Option<&str>,
-) -> ureq::RequestBuilder<B> {
-    for (name, value) in &shared.headers {
-        req = req.header(name.as_str(), value.as_str());
-    }
-    if let Some(session) = session {
-        req = req.header("Mcp-Session-Id", session);
-    }
-    if let Some(version) = lock(&shared.version).as_deref() {
-        req = req.header("MCP-Protocol-Version", version);
-    }
-    if let Some(bearer) = shared.auth.as_ref().and_then(|auth| auth.header()) {
-        req = req.header("Authorization", bearer);
-    }
-    req
-}
-
-type Response = ureq::http::Response<ureq::Body>;
-
-/// POSTs a frame to the server URL. `limit` bounds the whole exchange (notifications).
-fn post(shared: &Shared, frame: &[u8], limit: Option<Duration>) -> Result<(Response, Option<String>), String> {
-    let session = lock(&shared.session).clone();
-    let body = frame.strip_suffix(b"\n").unwrap_or(frame);
-    let resp = follow(&shared.url, |url| {
-        let req = with_headers(shared, shared.agent.post(url), session.as_deref())
-            .header("Accept", "application/json, text/event-stream")
-            .header("Content-Type", "application/json");
-        match limit {
-            Some(limit) => req.config().timeout_global(Some(limit)).build().send(body),
-            None => req.send(body),
-        }
-    })?;
-    Ok((resp, session))
-}
-
-/// The most redirects nod follows for one request.
-const MAX_REDIRECTS: usize = 5;
-/// The longest a notification or response POST may take: they are answered at once (202).
-pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Sends a request, following redirects on the same origin only (the method and body are
-/// kept, as for 307). A redirect to another origin is refused: the configured headers and
-/// credentials belong to the configured server.
-pub(super) fn follow(
-    start: &str,
-    mut send: impl FnMut(&str) -> Result<Response, ureq::Error>,
-) -> Result<Response, String> {
-    let mut url = start.to_string();
-    for _ in 0..=MAX_REDIRECTS {
-        let resp = send(&url).map_err(|e| describe(&e))?;
-        if !matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
-            return Ok(resp);
-        }
-        let Some(location) = resp.headers().get("location").and_then(|v| v.to_str().ok()) else {
-            return Ok(resp);
-        };
-        url = match resolve_endpoint(&url, location.trim()) {
-            Some(next) => next,
-            None => {
-                return Err("the server redirected to another origin; nod does not follow that with its headers".into());
-            }
-        };
-    }
-    Err("too many redirects".into())
-}
-
-fn describe(err: &ureq::Error) -> String {
-    match err {
-        ureq::Error::Timeout(_) => "the HTTP request timed out".into(),
-        ureq::Error::Io(io) => format!("connection failed: {io}"),
-        ureq::Error::HostNotFound => "host not found".into(),
-        ureq::Error::ConnectionFailed => "connection failed".into(),
-        ureq::Error::TooManyRedirects => "too many redirects".into(),
-        other => format!("HTTP error: {other}"),
-    }
-}
-
-/// POSTs a notification or a response. Returns whether the server accepted it.
-fn message(shared: &Shared, frame: &[u8]) -> bool {
-    let mut answer = post(shared, frame, Some(shared.message_timeout));
-    if let (Ok((resp, _)), Some(auth)) = (&answer, &shared.auth)
-        && resp.status().as_u16() == 401
-    {
-        let challenge = resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        if auth.unauthorized(&challenge) {
-            answer = post(shared, frame, Some(shared.message_timeout));
-        }
-    }
-    match answer {
-        Ok((mut resp, _)) if resp.status().is_success() => {
-            // Some servers answer a notification with 200 and a body; read and ignore it.
-            let _ = resp.body_mut().with_config().limit(MAX_FRAME as u64).read_to_vec();
-            true
-        }
-        Ok((resp, _)) => {
-            log::warn!("server {} refused a message: HTTP {}", shared.name, resp.status().as_u16());
-            false
-        }
-        Err(err) => {
-            log::warn!("server {}: {err}", shared.name);
-            false
-        }
-    }
-}
-
-/// One request: POST, then read its answer (JSON or a stream), resuming or re-initializing
-/// as the spec says.
-fn request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
-    let is_init = lock(&shared.init).as_ref().is_some_and(|(init, _)| *init == id);
-    let mut replayed = false;
-    let mut auth_retried = false;
-    loop {
-        let (resp, sent_session) = match post(shared, &frame, None) {
-            Ok(answer) => answer,
-            Err(err) => return fail(shared, id, err),
-        };
-        let status = resp.status().as_u16();
-        if is_init && let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-            *lock(&shared.session) = Some(session.to_string());
-        }
-        let challenge =
-            || resp.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-        if let Some(auth) = &shared.auth {
-            // A 401 is answered once (refresh or authorization); a 403 for missing scopes
-            // steps up (OAuth caps that at three in a row).
-            let retry = match status {
-                401 if !auth_retried => {
-                    auth_retried = true;
-                    Some(auth.unauthorized(&challenge()))
-                }
-                403 => Some(auth.forbidden(&challenge())),
-                _ => None,
-            };
-            match retry {
-                Some(true) => continue,
-                Some(false) => {
-                    let why = auth.failure().unwrap_or_else(|| http_failure(status));
-                    return fail(shared, id, why);
-                }
-                None => {}
-            }
-        }
-        match status {
-            200..=299 => return answer(shared, resp, Some(id)),
-            404 if sent_session.is_some() && !replayed && !is_init => {
-                log::warn!("server {}: the session expired; starting a new one", shared.name);
-                replayed = true;
-                if let Err(err) = reinitialize(shared) {
-                    return fail(shared, id, format!("the session expired and a new one could not start: {err}"));
-                }
-            }
-            400 | 404 | 405 if is_init => {
-                let mut resp = resp;
-                let body = resp.body_mut().with_config().limit(64 * 1024).read_to_vec().unwrap_or_default();
-                // A newer server answers with a JSON-RPC error; pass it on instead of
-                // falling back to the legacy transport.
-                if deliver_body(shared, &body) {
-                    return;
-                }
-                log::info!(
-                    "server {}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
-                    shared.name
-                );
-                start_legacy(shared, &shared.url.clone());
-                legacy_send(shared, frame);
-                return;
-            }
-            _ => {
-                let mut resp = resp;
-                let body = resp.body_mut().with_config().limit(64 * 1024).read_to_vec().unwrap_or_default();
-                if deliver_body(shared, &body) {
-                    return;
-                }
-                return fail(shared, id, http_failure(status));
-            }
-        }
-    }
-}
-
-pub(super) fn http_failure(status: u16) -> String {
-    match status {
-        401 => "HTTP 401: the server requires authentication".into(),
-        403 => "HTTP 403: the server refused access".into(),
-        404 => "HTTP 404: no MCP endpoint at this URL, or the session ended".into(),
-        status => format!("HTTP {status}"),
-    }
-}
-
-/// Delivers a body if it is a JSON-RPC message (a newer server's error, say).
-fn deliver_body(shared: &Shared, body: &[u8]) -> bool {
-    match jsonrpc::decode(body, true) {
-        Ok(msgs) if msgs.iter().all(|m| matches!(m, Message::Response { .. })) && !msgs.is_empty() => {
-            deliver(shared, msgs, false);
-            true
-        }
-        _ => false,
-    }
-}
-
-pub(super) fn fail(shared: &Shared, wire_id: u64, cause: String) {
-    let _ = shared.events.send(Event::RequestFailed { conn: shared.conn, wire_id, cause });
-}
-
-/// Reads a successful answer: a JSON body or an SSE stream.
-fn answer(shared: &Shared, mut resp: ureq::http::Response<ureq::Body>, want: Option<u64>) {
-    let content_type =
-        resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-    if content_type.starts_with("text/event-stream") {
-        let reader = resp.into_body().into_reader();
-        return stream(shared, reader, want, sse::Parser::default(), 0);
-    }
-    let body = match resp.body_mut().with_config().limit(MAX_FRAME as u64 + 1).read_to_vec() {
-        Ok(body) => body,
-        Err(ureq::Error::BodyExceedsLimit(_)) => {
-            if let Some(id) = want {
-                fail(shared, id, format!("the answer is larger than the {} MiB frame limit", MAX_FRAME >> 20));
-            }
-            return;
-        }
-        Err(err) => {
-            if let Some(id) = want {
-                fail(shared, id, describe(&err));
-            }
-            return;
-        }
-    };
-    if body.iter().all(u8::is_ascii_whitespace) {
-        if let Some(id) = want {
-            fail(shared, id, "the server answered with an empty body".into());
-        }
+fn send_request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
+    if lock(&shared.legacy).is_some() {
+        shared.post(Post::Legacy { id: Some(id), frame });
         return;
     }
-    match jsonrpc::decode(&body, true) {
-        Ok(msgs) => {
-            deliver(shared, msgs, body.first() == Some(&b'['));
-        }
-        Err(err) => {
-            if let Some(id) = want {
-                fail(shared, id, format!("the server answered with {err}"));
-            }
-        }
+    let is_init = is_initialize(&frame);
+    if is_init {
+        shared.init_id.store(id, Ordering::SeqCst);
     }
+    let after = shared.order.queued();
+    shared.spawn_thread(move |shared| {
+        if !is_init {
+            shared.order.wait_sent(after, shared.message_timeout);
+        }
+        request(shared, id, is_init, &frame);
+        shared.checkin(StreamKey::Request(id));
+    });
 }
 
-/// Sends messages to the dispatcher. Learns the negotiated version from the initialize
-/// answer. Returns false once the dispatcher is gone.
-pub(super) fn deliver(shared: &Shared, msgs: Vec<Message>, batch: bool) -> bool {
-    if let Some((init_id, _)) = *lock(&shared.init) {
-        for msg in &msgs {
-            if let Message::Response { id: Some(id), result: Ok(result) } = msg
-                && id.as_u64() == Some(init_id)
-                && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
-            {
-                *lock(&shared.version) = Some(version.to_string());
-            }
-        }
-    }
-    shared.events.send(Event::Inbound { conn: shared.conn, msgs, batch }).is_ok()
+/// Whether a frame nod encoded is an initialize request: `jsonrpc::encode_request` writes
+/// `{"jsonrpc":"2.0","id":<digits>,"method":...` exactly.
+fn is_initialize(frame: &[u8]) -> bool {
+    let Some(rest) = frame.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":") else { return false };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    rest[digits..].starts_with(format!(",\"method\":\"{}\"", method::INITIALIZE).as_bytes())
 }
 
-/// After a 404 on a session: initialize again without a session id, swallow the answer, send
-/// `notifications/initialized`.
-fn reinitialize(shared: &Arc<Shared>) -> Result<(), String> {
-    let Some((_, frame)) = lock(&shared.init).clone() else {
-        return Err("no initialize request to replay".into());
-    };
-    *lock(&shared.session) = None;
-    let (mut resp, _) = post(shared, &frame, None)?;
-    if !resp.status().is_success() {
-        return Err(http_failure(resp.status().as_u16()));
+fn close(shared: &Arc<Shared>) {
+    // What was queued before the close (a final notifications/cancelled) goes out first,
+    // within a bound: the poster ends once its queue is empty.
+    lock(&shared.posts).take();
+    if let Some(done) = lock(&shared.poster_done).take() {
+        let _ = done.recv_timeout(CLOSE_WAIT);
     }
-    if let Some(session) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-        *lock(&shared.session) = Some(session.to_string());
+    shared.closed.store(true, Ordering::SeqCst);
+    let agents: Vec<ureq::Agent> = lock(&shared.active).drain().map(|(_, agent)| agent).collect();
+    for agent in agents {
+        agent.shutdown();
     }
-    // The answer is consumed here: the dispatcher already has the first session's.
-    let _ = resp.body_mut().with_config().limit(MAX_FRAME as u64).read_to_vec();
-    let initialized = jsonrpc::encode_notification(method::INITIALIZED, None);
-    if !message(shared, &initialized) {
-        return Err("the server refused notifications/initialized".into());
+    shared.wakeup.notify_all();
+    shared.order.mark_sent(u64::MAX);
+    let session = lock(&shared.session).id.clone();
+    if let Some(session) = session {
+        // Ending the session is a courtesy: a server that does not allow it answers 405.
+        let agent = crate::net::agent(Some(Duration::from_secs(2)));
+        let _ = shared.with_headers(agent.delete(&shared.url), Some(&session)).call();
     }
-    Ok(())
+    let left = shared.threads.wait_all(CLOSE_WAIT);
+    if left > 0 {
+        log::debug!("server {}: {left} connection thread(s) still connecting; they end on their own", shared.name());
+    }
+    shared.report_closed(TransportError::ClosedByClient);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_initialize;
+    use crate::jsonrpc::encode_request;
+
+    #[test]
+    fn initialize_frames_are_recognized() {
+        assert!(is_initialize(&encode_request(1, "initialize", Some("{}"))));
+        assert!(!is_initialize(&encode_request(2, "tools/call", Some(r#"{"name":"initialize"}"#))));
+        assert!(!is_initialize(&encode_request(3, "tools/call", Some(r#"{"arguments":{"method":"initialize"}}"#))));
+    }
 }

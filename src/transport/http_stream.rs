@@ -1,6 +1,11 @@
 //! Reading Streamable HTTP event streams: the stream of one request's answer, its resumption
-//! with GET and `Last-Event-ID` after the server's `retry` delay when it ends before the answer,
-//! and the standalone GET stream that carries what a server sends outside any request.
+//! with GET and `Last-Event-ID` after the server's `retry` delay when it ends before the
+//! answer, and the standalone GET stream that carries what a server sends outside any request.
+//!
+//! A server may close a stream after every event and let the client resume (the Python SDK's
+//! `close_sse_stream()` with an event store), many times within one call. So resuming goes on
+//! while resumptions deliver events; only consecutive resumptions that deliver nothing are
+//! capped. The caller's deadline bounds it all: a timed-out call cancels its stream.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -9,98 +14,168 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::http::{Shared, deliver, fail, follow, lock, with_headers};
-use super::sse;
+use super::TransportError;
+use super::http::{Shared, StreamKey, lock};
+use super::http_request::net_error;
 use crate::jsonrpc::{self, Message};
+use crate::net::{self, Method, sse};
 
-/// Resumption attempts for one request's stream before the request fails.
-const MAX_RESUMES: u32 = 5;
+/// Consecutive resumptions that deliver no event before the stream is given up.
+const MAX_EMPTY_RESUMES: u32 = 5;
 /// The wait before resuming when the server gave no `retry`.
 const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
+/// The longest `retry` nod honours.
+const MAX_RETRY: Duration = Duration::from_secs(60);
 
-/// Reads an SSE stream to its end, delivering every message. When it ends before the answer
-/// to `want`, resumes with GET and `Last-Event-ID` after the server's retry delay.
-pub(super) fn stream(shared: &Shared, mut reader: impl Read, want: Option<u64>, mut parser: sse::Parser, resumes: u32) {
-    let mut answered = false;
+/// Reads an event stream to its end, delivering every message, and resumes it while it
+/// makes progress. `want` is the request whose answer the stream carries (None for the
+/// standalone GET stream).
+pub(super) fn stream(
+    shared: &Arc<Shared>,
+    key: StreamKey,
+    reader: impl Read + 'static,
+    want: Option<u64>,
+    parser: sse::Parser,
+) {
+    let mut reader: Box<dyn Read> = Box::new(reader);
+    let mut parser = parser;
+    let mut empty_resumes = 0;
+    loop {
+        let before = parser.last_id.clone();
+        let read = read_events(shared, &mut reader, &mut parser, want);
+        let progressed = read.events > 0 || parser.last_id != before;
+        match read.end {
+            End::Answered | End::DispatcherGone => return,
+            End::Broken(why) => {
+                if let Some(id) = want
+                    && !shared.is_cancelled(key)
+                {
+                    shared.fail(id, TransportError::BadAnswer(why));
+                }
+                return;
+            }
+            End::Closed => {}
+        }
+        if shared.is_cancelled(key) {
+            return;
+        }
+        empty_resumes = if progressed { 0 } else { empty_resumes + 1 };
+        if parser.last_id.is_none() || empty_resumes > MAX_EMPTY_RESUMES {
+            if let Some(id) = want {
+                let why = if parser.last_id.is_none() {
+                    "the server closed the stream before answering"
+                } else {
+                    "the server kept closing the stream without sending anything; gave up resuming it"
+                };
+                shared.fail(id, TransportError::StreamEnded(why.into()));
+            }
+            return;
+        }
+        let delay = parser.retry.map_or(DEFAULT_RETRY, Duration::from_millis).min(MAX_RETRY);
+        if !shared.pause(key, delay) {
+            return;
+        }
+        match get(shared, key, parser.last_id.as_deref()) {
+            Ok(next) => {
+                reader = next;
+                parser = parser.resumed();
+            }
+            Err(err) => {
+                if let Some(id) = want
+                    && !shared.is_cancelled(key)
+                {
+                    let why = format!("the stream ended before the answer and could not be resumed: {err}");
+                    shared.fail(id, TransportError::StreamEnded(why));
+                }
+                return;
+            }
+        }
+    }
+}
+
+enum End {
+    /// The answer to `want` arrived.
+    Answered,
+    /// The stream ended (or broke off) without it.
+    Closed,
+    /// The stream broke the event-stream rules.
+    Broken(String),
+    DispatcherGone,
+}
+
+struct Outcome {
+    events: usize,
+    end: End,
+}
+
+fn read_events(shared: &Shared, reader: &mut dyn Read, parser: &mut sse::Parser, want: Option<u64>) -> Outcome {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut failure = None;
+    let mut events = 0;
     loop {
         let n = match reader.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return Outcome { events, end: End::Closed },
             Ok(n) => n,
             Err(err) => {
-                log::debug!("server {}: stream ended: {err}", shared.name);
-                break;
+                log::debug!("server {}: stream ended: {err}", shared.name());
+                return Outcome { events, end: End::Closed };
             }
         };
         let mut batch = Vec::new();
         let pushed = parser.push(&buf[..n], |event| batch.push(event));
+        let mut answered = false;
         for event in batch {
+            events += 1;
             // Events with empty data (priming events) only carry an id.
-            if event.data.is_empty() || (event.event != "message" && !event.event.is_empty()) {
+            if event.data.is_empty() || event.event != "message" {
                 continue;
             }
             match jsonrpc::decode(event.data.as_bytes(), true) {
                 Ok(msgs) => {
                     answered |= want.is_some_and(|id| msgs.iter().any(|m| response_to(m, id)));
-                    if !deliver(shared, msgs, event.data.starts_with('[')) {
-                        return;
+                    if !shared.deliver(msgs, event.data.starts_with('[')) {
+                        return Outcome { events, end: End::DispatcherGone };
                     }
                 }
-                Err(err) => log::warn!("server {} sent {err} in an event stream; ignored", shared.name),
+                Err(err) => log::warn!("server {} sent {err} in an event stream; ignored", shared.name()),
             }
         }
         if let Err(err) = pushed {
-            failure = Some(err.to_string());
-            break;
+            return Outcome { events, end: End::Broken(err.to_string()) };
         }
-        if answered || shared.closed.load(Ordering::SeqCst) {
-            return;
+        if answered {
+            return Outcome { events, end: End::Answered };
+        }
+        if shared.is_closed() {
+            return Outcome { events, end: End::DispatcherGone };
         }
     }
-    if shared.closed.load(Ordering::SeqCst) || answered {
-        return;
-    }
-    let Some(id) = want else {
-        return resume_get(shared, parser, resumes);
-    };
-    if let Some(failure) = failure {
-        return fail(shared, id, format!("the server sent {failure}"));
-    }
-    if parser.last_id.is_none() || resumes >= MAX_RESUMES {
-        return fail(shared, id, "the server closed the stream before answering".into());
-    }
-    let delay = parser.retry.map_or(DEFAULT_RETRY, Duration::from_millis);
-    std::thread::sleep(delay);
-    match get(shared, parser.last_id.as_deref()) {
-        Ok(reader) => stream(shared, reader, Some(id), parser_after(&parser), resumes + 1),
-        Err(err) => fail(shared, id, format!("the stream ended before the answer and could not be resumed: {err}")),
-    }
-}
-
-/// A fresh parser that remembers the stream's last id and retry delay.
-fn parser_after(old: &sse::Parser) -> sse::Parser {
-    old.resumed()
 }
 
 fn response_to(msg: &Message, id: u64) -> bool {
     matches!(msg, Message::Response { id: Some(got), .. } if got.as_u64() == Some(id))
 }
 
-fn get(shared: &Shared, last_id: Option<&str>) -> Result<ureq::BodyReader<'static>, String> {
-    let session = lock(&shared.session).clone();
-    let resp = follow(&shared.url, |url| {
-        let mut req =
-            with_headers(shared, shared.agent.get(url), session.as_deref()).header("Accept", "text/event-stream");
+/// GET on the server URL for an event stream, resuming after `last_id` when given.
+fn get(shared: &Shared, key: StreamKey, last_id: Option<&str>) -> Result<Box<dyn Read>, TransportError> {
+    let agent = lock_agent(shared, key)?;
+    let session = lock(&shared.session).id.clone();
+    let resp = net::follow(&shared.url, |url, _: Method| {
+        let mut req = shared.with_headers(agent.get(url), session.as_deref()).header("Accept", "text/event-stream");
         if let Some(last_id) = last_id {
             req = req.header("Last-Event-ID", last_id);
         }
         req.call()
-    })?;
+    })
+    .map_err(net_error)?;
     if !resp.status().is_success() {
-        return Err(format!("HTTP {}", resp.status().as_u16()));
+        return Err(TransportError::Http { status: resp.status().as_u16() });
     }
-    Ok(resp.into_body().into_reader())
+    Ok(Box::new(resp.into_body().into_reader()))
+}
+
+/// The agent a stream is registered under (checked out again after a checkin).
+fn lock_agent(shared: &Shared, key: StreamKey) -> Result<ureq::Agent, TransportError> {
+    shared.current_agent(key).ok_or(TransportError::ClosedByClient)
 }
 
 /// The standalone GET stream: server requests and notifications outside any request. A 405
@@ -108,31 +183,21 @@ fn get(shared: &Shared, last_id: Option<&str>) -> Result<ureq::BodyReader<'stati
 /// server has answered the GET, either way.
 pub(super) fn start_get_stream(shared: &Arc<Shared>) -> Receiver<()> {
     let (answered, opened) = crossbeam_channel::bounded::<()>(0);
-    if shared.get_started.swap(true, Ordering::SeqCst) {
+    if shared.get_running.swap(true, Ordering::SeqCst) {
         return opened;
     }
-    let shared = shared.clone();
-    let _ = std::thread::Builder::new().name(format!("nod-sse:{}", shared.name)).spawn(move || {
-        let result = get(&shared, None);
+    shared.spawn_thread(move |shared| {
+        if shared.checkout(StreamKey::Get).is_none() {
+            return;
+        }
+        let result = get(shared, StreamKey::Get, None);
         drop(answered);
         match result {
-            Ok(reader) => stream(&shared, reader, None, sse::Parser::default(), 0),
-            Err(err) => log::debug!("server {}: no standalone stream ({err})", shared.name),
+            Ok(reader) => stream(shared, StreamKey::Get, reader, None, sse::Parser::default()),
+            Err(err) => log::debug!("server {}: no standalone stream ({err})", shared.name()),
         }
+        shared.checkin(StreamKey::Get);
+        shared.get_running.store(false, Ordering::SeqCst);
     });
     opened
-}
-
-/// The standalone stream ended: reconnect (with the last event id) while the connection lives.
-fn resume_get(shared: &Shared, parser: sse::Parser, resumes: u32) {
-    if resumes >= MAX_RESUMES || shared.closed.load(Ordering::SeqCst) {
-        return;
-    }
-    std::thread::sleep(parser.retry.map_or(DEFAULT_RETRY, Duration::from_millis));
-    if shared.closed.load(Ordering::SeqCst) {
-        return;
-    }
-    if let Ok(reader) = get(shared, parser.last_id.as_deref()) {
-        stream(shared, reader, None, parser_after(&parser), resumes + 1);
-    }
 }

@@ -1,40 +1,153 @@
-//! Transports move framed JSON-RPC between nod and one server. Each connection is a worker
-//! thread; the dispatcher talks to it through `Outbound` messages and hears back through
-//! `Event::Inbound` and `Event::Closed`.
+//! Transports move framed JSON-RPC between nod and one server. Every transport follows one
+//! worker contract, so the dispatcher cannot tell them apart:
+//!
+//! - `spawn` returns a `WorkerHandle` that owns the worker's threads; dropping or closing it
+//!   joins them (bounded), so no thread of a connection outlives it.
+//! - The worker takes `Outbound` messages: `Request` (a request with its wire id), `Notify`
+//!   (a notification or a response to the server), `CancelStream` (stop waiting for one
+//!   answer: HTTP closes that request's stream at once) and `Close`.
+//! - It reports through its `Link`: answers to nod's requests go straight to the waiting
+//!   caller through the `Router`; everything else, a failed request and the end of the
+//!   connection (`Closed`, in every mode and exactly once) go to the dispatcher as `Report`s
+//!   on a bounded channel, so a flooding server waits instead of growing memory.
+//!
+//! Transports know nothing of configuration or OAuth: a remote worker asks for credentials
+//! through the `Credentials` trait, which the session layer implements.
 
 pub mod child;
 pub mod http;
+mod http_request;
 mod http_stream;
 mod legacy_sse;
-pub mod sse;
+pub mod memory;
 pub mod stdio;
 
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
+use serde_json::Value;
 
 use crate::jsonrpc::frame::FrameError;
+use crate::jsonrpc::{Message, ResponseError};
 use crate::util::JoinOnDrop;
 
 /// One server connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u32);
 
-/// Dispatcher → worker.
+/// Dispatcher (or a caller) → worker.
 #[derive(Debug)]
 pub enum Outbound {
-    /// One complete frame, newline included.
-    Send(Vec<u8>),
-    /// Shut down: for stdio close stdin, wait, SIGTERM, wait, SIGKILL, reap.
+    /// One request frame, newline included, with its wire id.
+    Request { id: u64, frame: Vec<u8> },
+    /// A notification, or the answer to a server's request.
+    Notify(Vec<u8>),
+    /// nod no longer wants the answer to request `id`: close its stream where it has one.
+    CancelStream(u64),
+    /// Shut down: for stdio close stdin, wait, SIGTERM, wait, SIGKILL, reap; for HTTP close
+    /// every stream and end the session.
     Close,
 }
 
-/// Why a connection ended or could not start. Every variant is shown to the user with the
-/// server's name in front of it.
+/// Worker → dispatcher, on a bounded channel.
+#[derive(Debug)]
+pub enum Report {
+    /// Messages that are not answers to a pending call: server requests, notifications,
+    /// errors without an id, batches.
+    Inbound { conn: ConnId, msgs: Vec<Message>, batch: bool },
+    /// The transport could not deliver request `id` or its answer; the connection lives on.
+    RequestFailed { conn: ConnId, id: u64, error: TransportError },
+    /// The connection ended. Sent exactly once per worker.
+    Closed { conn: ConnId, cause: TransportError },
+}
+
+/// Where answers go: the dispatcher's table of pending calls, which hands each answer to its
+/// caller directly (the first completion of a call wins: answer, timeout or cancellation).
+pub trait Router: Send + Sync {
+    /// Delivers the answer to request `id`. False when no call waits for it (late or unknown).
+    fn route(&self, conn: ConnId, id: u64, result: Result<Value, ResponseError>) -> bool;
+    /// Delivers a `notifications/progress` to its call (in order with the answer, which
+    /// follows it on the same connection).
+    fn progress(&self, conn: ConnId, params: &Value);
+}
+
+/// What a worker reports through.
+#[derive(Clone)]
+pub struct Link {
+    pub conn: ConnId,
+    pub name: String,
+    reports: Sender<Report>,
+    router: Arc<dyn Router>,
+}
+
+impl Link {
+    pub fn new(conn: ConnId, name: &str, reports: Sender<Report>, router: Arc<dyn Router>) -> Link {
+        Link { conn, name: name.to_string(), reports, router }
+    }
+
+    /// Hands decoded messages on: answers to their callers, the rest to the dispatcher.
+    /// False once the dispatcher is gone.
+    pub fn deliver(&self, msgs: Vec<Message>, batch: bool) -> bool {
+        if batch {
+            return self.reports.send(Report::Inbound { conn: self.conn, msgs, batch }).is_ok();
+        }
+        let mut rest = Vec::new();
+        for msg in msgs {
+            match msg {
+                Message::Response { id: Some(id), result } => match id.as_u64() {
+                    Some(wire) => {
+                        if !self.router.route(self.conn, wire, result) {
+                            log::debug!(
+                                "server {} answered request id {wire}, which is not pending; dropped",
+                                self.name
+                            );
+                        }
+                    }
+                    None => log::debug!("server {} answered request id {id}, which nod never sent; dropped", self.name),
+                },
+                Message::Notification { method, params } if method == crate::mcp::method::PROGRESS => {
+                    self.router.progress(self.conn, &params);
+                }
+                other => rest.push(other),
+            }
+        }
+        rest.is_empty() || self.reports.send(Report::Inbound { conn: self.conn, msgs: rest, batch }).is_ok()
+    }
+
+    /// Request `id` failed in the transport.
+    pub fn failed(&self, id: u64, error: TransportError) {
+        let _ = self.reports.send(Report::RequestFailed { conn: self.conn, id, error });
+    }
+
+    /// The connection ended.
+    pub fn closed(&self, cause: TransportError) {
+        let _ = self.reports.send(Report::Closed { conn: self.conn, cause });
+    }
+}
+
+/// Credentials for a remote server, supplied by the session layer (OAuth, in practice).
+/// Calls may block (a refresh, an authorization); they are made on request threads only.
+pub trait Credentials: Send + Sync {
+    /// The Authorization header value to send now, if any.
+    fn authorization(&self) -> Option<String>;
+    /// The server answered 401 with this `WWW-Authenticate` value. `Ok`: retry the request.
+    fn unauthorized(&self, challenge: &str) -> Result<(), AuthFailure>;
+    /// The server answered 403 with this `WWW-Authenticate` value. `Ok(true)`: retry the
+    /// request; `Ok(false)`: the refusal is not about credentials.
+    fn forbidden(&self, challenge: &str) -> Result<bool, AuthFailure>;
+}
+
+/// Why credentials could not answer a 401 or 403: the credential provider's own error.
+pub type AuthFailure = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Why a connection ended, or why one request failed in the transport. Every variant is
+/// shown to the user with the server's name in front of it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum TransportError {
-    /// The server process could not be started.
-    Spawn { command: String, reason: String },
+    /// The server process could not be started. `program` is the executable alone (the
+    /// arguments may hold secrets).
+    Spawn { program: String, reason: String },
     /// The process exited on its own. `stderr` holds its last lines.
     Exited { status: String, stderr: Vec<String> },
     /// The process closed its stdout but kept running; nod stopped it.
@@ -43,8 +156,21 @@ pub enum TransportError {
     Protocol { error: FrameError, stderr: Vec<String> },
     /// nod asked the connection to close.
     ClosedByClient,
-    /// The transport is not available for this entry yet.
-    Unsupported(String),
+    /// The server answered with an HTTP status nod cannot go past.
+    Http { status: u16 },
+    /// The server answered 401 (or 403) and the credentials could not fix it.
+    Unauthorized { status: u16, cause: Option<AuthFailure> },
+    /// The server no longer knows the session (a 404 to a request that carried one). The
+    /// session layer starts a new one; `generation` tells which session expired.
+    SessionExpired { generation: u64 },
+    /// The answer is not something nod can read: `what` says why (too large, not JSON, ...).
+    BadAnswer(String),
+    /// The event stream ended before the answer and could not be resumed.
+    StreamEnded(String),
+    /// A redirect nod refuses to follow (another origin, or too many).
+    Redirect(&'static str),
+    /// The HTTP request timed out.
+    Timeout,
     /// Any other I/O failure on the connection.
     Io(String),
 }
@@ -52,7 +178,7 @@ pub enum TransportError {
 impl std::fmt::Display for TransportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            // The command is not shown: health output never includes commands.
+            // The program is not shown: health output never includes commands.
             TransportError::Spawn { reason, .. } => write!(f, "could not start the server command: {reason}"),
             TransportError::Exited { status, stderr } => {
                 write!(f, "server process exited ({status})")?;
@@ -67,9 +193,27 @@ impl std::fmt::Display for TransportError {
                 write_stderr(f, stderr)
             }
             TransportError::ClosedByClient => f.write_str("connection closed"),
-            TransportError::Unsupported(why) => f.write_str(why),
+            TransportError::Http { status } => f.write_str(&http_status(*status)),
+            TransportError::Unauthorized { status, cause: Some(cause) } => write!(f, "HTTP {status}: {cause}"),
+            TransportError::Unauthorized { status, cause: None } => f.write_str(&http_status(*status)),
+            TransportError::SessionExpired { .. } => f.write_str("the server ended the session (HTTP 404)"),
+            TransportError::BadAnswer(what) => write!(f, "the server answered with {what}"),
+            TransportError::StreamEnded(why) => f.write_str(why),
+            TransportError::Redirect(why) => f.write_str(why),
+            TransportError::Timeout => f.write_str("the HTTP request timed out"),
             TransportError::Io(why) => write!(f, "connection failed: {why}"),
         }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+fn http_status(status: u16) -> String {
+    match status {
+        401 => "HTTP 401: the server requires authentication".into(),
+        403 => "HTTP 403: the server refused access".into(),
+        404 => "HTTP 404: no MCP endpoint at this URL, or the session ended".into(),
+        status => format!("HTTP {status}"),
     }
 }
 
@@ -87,19 +231,23 @@ fn write_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt:
     Ok(())
 }
 
-/// The owning side of a worker. Dropping it closes the connection and joins the thread.
-/// Field order is drop order: the outbox must go before the join.
-pub struct WorkerHandle {
-    pub(crate) outbox: Sender<Outbound>,
-    /// Set for workers that sleep in mio (stdio); HTTP workers block on the outbox itself.
-    pub(crate) waker: Option<Arc<mio::Waker>>,
-    pub(crate) thread: Option<JoinOnDrop<()>>,
+/// The sending side of a worker's inbox: cheap to clone, so callers can hand requests to
+/// the worker without a detour through the dispatcher.
+#[derive(Clone)]
+pub struct Outlet {
+    outbox: Sender<Outbound>,
+    /// Set for workers that sleep in mio (stdio); others block on the inbox itself.
+    waker: Option<Arc<mio::Waker>>,
 }
 
-impl WorkerHandle {
+impl Outlet {
+    pub(crate) fn new(outbox: Sender<Outbound>, waker: Option<Arc<mio::Waker>>) -> Outlet {
+        Outlet { outbox, waker }
+    }
+
+    /// Sends to the worker. A send to a worker that has ended is ignored: its `Closed`
+    /// report carries the cause.
     pub fn send(&self, out: Outbound) {
-        // A send to a worker that has already ended is ignored: its `Closed` event carries
-        // the cause.
         if self.outbox.send(out).is_ok()
             && let Some(waker) = &self.waker
         {
@@ -108,8 +256,38 @@ impl WorkerHandle {
     }
 }
 
+/// The owning side of a worker. Dropping it closes the connection and joins the thread.
+/// Field order is drop order: the outlet goes before the join.
+pub struct WorkerHandle {
+    outlet: Outlet,
+    thread: Option<JoinOnDrop<()>>,
+}
+
+impl WorkerHandle {
+    pub(crate) fn new(outlet: Outlet, thread: JoinOnDrop<()>) -> WorkerHandle {
+        WorkerHandle { outlet, thread: Some(thread) }
+    }
+
+    pub fn outlet(&self) -> &Outlet {
+        &self.outlet
+    }
+
+    pub fn send(&self, out: Outbound) {
+        self.outlet.send(out);
+    }
+
+    /// Asks the worker to close and waits for its thread (the worker bounds its own
+    /// shutdown: about 2 s for a stdio server that ignores everything).
+    pub fn join(mut self) {
+        self.outlet.send(Outbound::Close);
+        if let Some(thread) = self.thread.take() {
+            thread.join();
+        }
+    }
+}
+
 impl Drop for WorkerHandle {
     fn drop(&mut self) {
-        self.send(Outbound::Close);
+        self.outlet.send(Outbound::Close);
     }
 }

@@ -8,14 +8,13 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use mio::unix::SourceFd;
 use mio::unix::pipe;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::child::{ChildGuard, Spawn, describe_status};
-use super::{ConnId, Outbound, TransportError, WorkerHandle};
-use crate::dispatch::Event;
+use super::{Link, Outbound, Outlet, TransportError, WorkerHandle};
 use crate::jsonrpc::frame::FrameReader;
 use crate::util::{JoinOnDrop, Tail};
 
@@ -34,18 +33,15 @@ const STDERR_SHOWN: usize = 3;
 
 /// Starts `spec` on a new thread named `nod-stdio:<name>`. Returns once the process is
 /// running, or with the reason it could not start.
-pub fn spawn(conn: ConnId, name: &str, spec: Spawn, events: Sender<Event>) -> Result<WorkerHandle, TransportError> {
+pub fn spawn(link: Link, spec: Spawn) -> Result<WorkerHandle, TransportError> {
     let poll = Poll::new().map_err(|e| TransportError::Io(e.to_string()))?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| TransportError::Io(e.to_string()))?);
     let (outbox, inbox) = crossbeam_channel::unbounded();
     let (started_tx, started_rx) = crossbeam_channel::bounded(1);
-    let thread_name = format!("nod-stdio:{name}");
-    let name = name.to_string();
     let thread = std::thread::Builder::new()
-        .name(thread_name)
+        .name(format!("nod-stdio:{}", link.name))
         .spawn(move || {
-            // The child is spawned on this thread: PR_SET_PDEATHSIG ties it to this thread's life.
-            let worker = match Worker::start(conn, name, &spec, poll, inbox, events) {
+            let worker = match Worker::start(link, &spec, poll, inbox) {
                 Ok(worker) => worker,
                 Err(err) => {
                     let _ = started_tx.send(Err(err));
@@ -58,7 +54,7 @@ pub fn spawn(conn: ConnId, name: &str, spec: Spawn, events: Sender<Event>) -> Re
         .map_err(|e| TransportError::Io(e.to_string()))?;
     let thread = JoinOnDrop::new(thread);
     match started_rx.recv() {
-        Ok(Ok(())) => Ok(WorkerHandle { outbox, waker: Some(waker), thread: Some(thread) }),
+        Ok(Ok(())) => Ok(WorkerHandle::new(Outlet::new(outbox, Some(waker)), thread)),
         Ok(Err(err)) => Err(err),
         Err(_) => Err(TransportError::Io("worker thread ended during start".into())),
     }
@@ -73,11 +69,10 @@ enum Phase {
 }
 
 struct Worker {
-    conn: ConnId,
+    link: Link,
     name: String,
     poll: Poll,
     inbox: Receiver<Outbound>,
-    events: Sender<Event>,
     child: ChildGuard,
     stdin: Option<pipe::Sender>,
     stdout: Option<pipe::Receiver>,
@@ -97,17 +92,12 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(
-        conn: ConnId,
-        name: String,
-        spec: &Spawn,
-        poll: Poll,
-        inbox: Receiver<Outbound>,
-        events: Sender<Event>,
-    ) -> Result<Worker, TransportError> {
-        let command = spec.argv.first().cloned().unwrap_or_default();
-        let (child, pipes) =
-            ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn { command, reason: e.to_string() })?;
+    fn start(link: Link, spec: &Spawn, poll: Poll, inbox: Receiver<Outbound>) -> Result<Worker, TransportError> {
+        let name = link.name.clone();
+        let (child, pipes) = ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn {
+            program: spec.argv.first().cloned().unwrap_or_default(),
+            reason: e.to_string(),
+        })?;
         let io = |e: std::io::Error| TransportError::Io(e.to_string());
         let stdin = pipe::Sender::from(pipes.stdin);
         let mut stdout = pipe::Receiver::from(pipes.stdout);
@@ -123,11 +113,10 @@ impl Worker {
         }
         log::debug!("server {name}: started pid {}", child.pid());
         Ok(Worker {
-            conn,
+            link,
             name,
             poll,
             inbox,
-            events,
             child,
             stdin: Some(stdin),
             stdout: Some(stdout),
@@ -201,11 +190,13 @@ impl Worker {
     fn drain_inbox(&mut self) {
         loop {
             match self.inbox.try_recv() {
-                Ok(Outbound::Send(frame)) => {
+                Ok(Outbound::Request { frame, .. } | Outbound::Notify(frame)) => {
                     if self.stdin.is_some() {
                         self.writes.push_back(frame);
                     }
                 }
+                // A pipe has no per-request stream; notifications/cancelled is the signal.
+                Ok(Outbound::CancelStream(_)) => {}
                 Ok(Outbound::Close) | Err(crossbeam_channel::TryRecvError::Disconnected) => {
                     // Frames queued before the close (a final notifications/cancelled) go out
                     // first, as far as the pipe takes them without waiting.
@@ -283,9 +274,8 @@ impl Worker {
                     break;
                 }
                 Ok(n) => {
-                    let (conn, name, events, not_json) =
-                        (self.conn, &self.name, &self.events, &mut self.not_json_lines);
-                    let pushed = self.frames.push(&buf[..n], |frame| deliver(conn, name, events, not_json, frame));
+                    let (link, not_json) = (&self.link, &mut self.not_json_lines);
+                    let pushed = self.frames.push(&buf[..n], |frame| deliver(link, not_json, frame));
                     if let Err(err) = pushed {
                         failure = Some(err);
                         break;
@@ -307,8 +297,8 @@ impl Worker {
             return;
         }
         if eof {
-            let (conn, name, events, not_json) = (self.conn, &self.name, &self.events, &mut self.not_json_lines);
-            let _ = self.frames.finish(|frame| deliver(conn, name, events, not_json, frame));
+            let (link, not_json) = (&self.link, &mut self.not_json_lines);
+            let _ = self.frames.finish(|frame| deliver(link, not_json, frame));
             self.drop_stdout();
             if self.child.try_wait().is_none() && !self.closed_by_client {
                 // Give the exit a moment to be seen: most servers close stdout by exiting.
@@ -401,18 +391,19 @@ impl Worker {
         }
         self.reported = true;
         let cause = if self.closed_by_client { TransportError::ClosedByClient } else { cause };
-        let _ = self.events.send(Event::Closed { conn: self.conn, cause });
+        self.link.closed(cause);
     }
 }
 
-fn deliver(conn: ConnId, name: &str, events: &Sender<Event>, not_json: &mut u64, frame: &[u8]) {
+fn deliver(link: &Link, not_json: &mut u64, frame: &[u8]) {
+    let name = &link.name;
     match crate::jsonrpc::decode(frame, true) {
         Ok(msgs) => {
             if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
                 log::trace!(target: "nod::wire", "< {name} {}", String::from_utf8_lossy(frame));
             }
             let batch = frame.first() == Some(&b'[');
-            let _ = events.send(Event::Inbound { conn, msgs, batch });
+            link.deliver(msgs, batch);
         }
         Err(err) => {
             *not_json += 1;

@@ -56,7 +56,9 @@ fn http_expired_session_is_renewed_and_the_call_replayed_once() {
     assert_eq!(initialized[1].header("mcp-session-id"), Some("s2"), "{wire:#?}");
     assert_eq!(calls[0].header("mcp-session-id"), Some("s1"), "{wire:#?}");
     assert_eq!(calls[1].header("mcp-session-id"), Some("s2"), "{wire:#?}");
-    assert_eq!(calls[1].json, calls[0].json, "the replay is the same request: {wire:#?}");
+    // The replay is the same call under a new wire id: ids are never reused.
+    assert_eq!(calls[1].json["params"], calls[0].json["params"], "the replay is the same request: {wire:#?}");
+    assert_ne!(calls[1].json["id"], calls[0].json["id"], "{wire:#?}");
     let order = [calls[0].index, inits[1].index, initialized[1].index, calls[1].index];
     assert!(order.is_sorted(), "expected 404, initialize, initialized, replay: {wire:#?}");
 }

@@ -34,15 +34,20 @@ fn after_a_restart_calls_work_again_and_catalogs_are_fetched_afresh() {
     let env = Env::new();
     let engine = nod::dispatch::Engine::start();
     let config = fixture_config(&env, 1);
-    let server =
-        nod::session::supervisor::Supervised::start(&engine, &config, Arc::new(nod::dispatch::NoInbound)).unwrap();
+    let server = nod::session::supervisor::Supervised::start(
+        &engine,
+        &config,
+        Arc::new(nod::dispatch::NoInbound),
+        &Default::default(),
+    )
+    .unwrap();
     let first = server.session().unwrap();
     assert!(nod::session::catalog::list(&first, nod::session::catalog::Kind::Tools).unwrap().items.len() > 5);
-    let crashed = first.call_tool("crash", &json!({})).wait(|_| {});
+    let crashed = first.wait(first.call_tool("crash", &json!({}), None), |_| {});
     assert!(matches!(crashed, Err(nod::dispatch::CallError::Disconnected(_))), "{crashed:?}");
     let second = server.session().expect("restarted");
     assert_ne!(first.conn, second.conn);
-    let echoed = second.call_tool("echo", &json!({ "message": "back" })).wait(|_| {}).unwrap();
+    let echoed = second.wait(second.call_tool("echo", &json!({ "message": "back" }), None), |_| {}).unwrap();
     assert_eq!(echoed["content"][0]["text"], "back");
     assert!(nod::session::catalog::list(&second, nod::session::catalog::Kind::Tools).unwrap().items.len() > 5);
     assert_eq!(server.restarts(), 1);
@@ -203,11 +208,15 @@ fn connect_shutdown_cycles_leak_nothing() {
     };
     let engine = nod::dispatch::Engine::start();
     let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
-    let warm = nod::session::Session::connect(&engine, &config, Arc::new(nod::dispatch::NoInbound)).unwrap();
+    let warm =
+        nod::session::Session::connect(&engine, &config, Arc::new(nod::dispatch::NoInbound), &Default::default())
+            .unwrap();
     warm.close();
     let before = fds();
     for _ in 0..50 {
-        let session = nod::session::Session::connect(&engine, &config, Arc::new(nod::dispatch::NoInbound)).unwrap();
+        let session =
+            nod::session::Session::connect(&engine, &config, Arc::new(nod::dispatch::NoInbound), &Default::default())
+                .unwrap();
         nod::session::catalog::list(&session, nod::session::catalog::Kind::Tools).unwrap();
         session.close();
     }

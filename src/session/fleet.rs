@@ -1,0 +1,220 @@
+//! A fleet: the servers of one runtime, connected in parallel on one engine, with their
+//! health and catalog counts. These are the queries that `nod mcp`, the shell and ACP share;
+//! printing them belongs to the front ends. A fleet can be compared with a new configuration
+//! (`diff`), which is what a reload needs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::catalog::{self, Kind};
+use super::supervisor::Supervised;
+use super::{Access, Session};
+use crate::config::ServerConfig;
+use crate::dispatch::{Engine, InboundHandler};
+
+/// One configured server in a fleet.
+pub struct Member {
+    pub config: ServerConfig,
+    pub status: Status,
+    /// When its connection started: startup_timeout_ms counts from here.
+    started: Instant,
+    connected: Duration,
+}
+
+pub enum Status {
+    Disabled,
+    Ready(Box<Supervised>),
+    Failed(String),
+}
+
+/// A server's state as health output shows it: never commands, URLs or secrets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Disabled,
+    Ready,
+    Failed,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Disabled => "disabled",
+            State::Ready => "ready",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// Catalog sizes; `None` where the server did not declare the capability.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counts {
+    pub tools: Option<usize>,
+    pub resources: Option<usize>,
+    pub templates: Option<usize>,
+    pub prompts: Option<usize>,
+}
+
+/// One server's health snapshot. `error` is the raw text: front ends redact it.
+#[derive(Clone, Debug)]
+pub struct Health {
+    pub name: String,
+    pub transport: &'static str,
+    pub state: State,
+    pub version: Option<String>,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub counts: Counts,
+    /// Catalog items the server sent that nod could not use.
+    pub rejected: usize,
+    pub error: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// How a new configuration differs from a fleet, by server name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Diff {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
+pub struct Fleet {
+    members: Vec<Member>,
+}
+
+impl Fleet {
+    /// Connects every enabled server in `servers` in parallel, each within its own
+    /// startup_timeout_ms. A server that fails is a member with its reason.
+    pub fn connect(
+        engine: &Engine,
+        servers: &[ServerConfig],
+        handler: Arc<dyn InboundHandler>,
+        access: &Access,
+    ) -> Fleet {
+        let members = std::thread::scope(|scope| {
+            let handles: Vec<_> = servers
+                .iter()
+                .map(|config| {
+                    let handler = handler.clone();
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let status = if !config.enabled {
+                            Status::Disabled
+                        } else {
+                            match Supervised::start(engine, config, handler, access) {
+                                Ok(server) => Status::Ready(Box::new(server)),
+                                Err(err) => Status::Failed(format!("{err:#}")),
+                            }
+                        };
+                        Member { config: config.clone(), status, started, connected: started.elapsed() }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("connect thread")).collect()
+        });
+        Fleet { members }
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.config.name == name)
+    }
+
+    /// Every member's health, listing the catalogs of ready servers in parallel (within
+    /// what is left of their startup_timeout_ms).
+    pub fn health(&self) -> Vec<Health> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self.members.iter().map(|member| scope.spawn(move || member.health())).collect();
+            handles.into_iter().map(|h| h.join().expect("health thread")).collect()
+        })
+    }
+
+    /// How `servers` differs from this fleet's configuration.
+    pub fn diff(&self, servers: &[ServerConfig]) -> Diff {
+        let mut diff = Diff::default();
+        for server in servers {
+            match self.get(&server.name) {
+                None => diff.added.push(server.name.clone()),
+                Some(member) if member.config != *server => diff.changed.push(server.name.clone()),
+                Some(_) => diff.unchanged.push(server.name.clone()),
+            }
+        }
+        for member in &self.members {
+            if !servers.iter().any(|s| s.name == member.config.name) {
+                diff.removed.push(member.config.name.clone());
+            }
+        }
+        diff
+    }
+}
+
+impl Member {
+    fn health(&self) -> Health {
+        let mut health = Health {
+            name: self.config.name.clone(),
+            transport: self.config.transport.kind(),
+            state: State::Disabled,
+            version: None,
+            server_name: None,
+            server_version: None,
+            counts: Counts::default(),
+            rejected: 0,
+            error: None,
+            elapsed: self.connected,
+        };
+        let server = match &self.status {
+            Status::Disabled => return health,
+            Status::Failed(why) => {
+                health.state = State::Failed;
+                health.error = Some(why.clone());
+                return health;
+            }
+            Status::Ready(server) => server,
+        };
+        let deadline = self.started + self.config.startup_timeout;
+        let listed = server.session().and_then(|session| {
+            health.version = Some(session.version.to_string());
+            health.server_name = info(&session, "name");
+            health.server_version = info(&session, "version");
+            for kind in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts] {
+                if !session.has(kind.capability()) {
+                    continue;
+                }
+                let listing = catalog::list_until(&session, kind, deadline)?;
+                health.rejected += listing.rejected.len();
+                let count = Some(listing.items.len());
+                match kind {
+                    Kind::Tools => health.counts.tools = count,
+                    Kind::Resources => health.counts.resources = count,
+                    Kind::Templates => health.counts.templates = count,
+                    Kind::Prompts => health.counts.prompts = count,
+                }
+            }
+            Ok(())
+        });
+        health.elapsed = self.started.elapsed();
+        match listed {
+            Ok(()) => health.state = State::Ready,
+            Err(err) => {
+                health.state = State::Failed;
+                health.error = Some(format!("{err:#}"));
+            }
+        }
+        health
+    }
+}
+
+/// A short, single-line `serverInfo` field.
+fn info(session: &Session, key: &str) -> Option<String> {
+    session
+        .server_info
+        .get(key)
+        .and_then(Value::as_str)
+        .map(|s| crate::util::one_line(&s.chars().take(80).collect::<String>()))
+}
