@@ -28,7 +28,7 @@ fn main() {
     let started = Instant::now();
     let mut samples = Vec::new();
     for i in 0..cycles {
-        let session = Session::connect(&engine, &config, Arc::new(NoInbound)).expect("connect");
+        let session = Session::connect(&engine, &config, Arc::new(NoInbound), &Default::default()).expect("connect");
         catalog::list(&session, Kind::Tools).expect("list tools");
         session.close();
         if i % (cycles / 10).max(1) == 0 {
