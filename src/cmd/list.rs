@@ -21,8 +21,7 @@ pub fn run(connect: bool, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     super::note_skipped(&loaded);
     let engine = super::start_engine(ctx);
     let access = Access { browser: super::browser::from_environment(), fresh: false };
-    let fleet = Fleet::connect(&engine, &loaded.servers, super::no_input(), &access);
-    let healths = fleet.health();
+    let (fleet, healths) = Fleet::connect_and_check(&engine, &loaded.servers, super::no_input(), &access);
     drop(fleet);
     engine.shutdown();
     let failed = healths.iter().any(|h| h.state == State::Failed);

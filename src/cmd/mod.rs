@@ -248,10 +248,18 @@ fn print(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    print(&text)
+/// Pretty JSON on stdout, streamed (a large result is not copied into a string first).
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `{"<key>": [items]}` without copying the items.
+fn print_listing(key: &str, items: &[serde_json::Value]) -> anyhow::Result<()> {
+    print_json(&std::collections::BTreeMap::from([(key, items)]))
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

@@ -4,7 +4,7 @@ use anyhow::bail;
 use serde_json::{Value, json};
 
 use super::render::{self, row};
-use super::{Context, Exit, One, print, print_json, stdout_is_terminal};
+use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
 use crate::mcp::method;
 use crate::session::catalog::{self, Kind};
 use crate::session::context;
@@ -18,7 +18,7 @@ pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let listing = catalog::list(session, Kind::Prompts)?;
     super::tool::warn_rejected(server, &listing.rejected);
     if json {
-        print_json(&json!({ "prompts": listing.items }))?;
+        print_listing("prompts", &listing.items)?;
         return Ok(Exit::Ok);
     }
     let terminal = stdout_is_terminal();

@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Map, Value, json};
 
 use super::render::{self, row, safe};
-use super::{Context, Exit, One, print, print_json, stdout_is_terminal};
+use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
 use crate::mcp::method;
 use crate::session::catalog::{self, Kind};
 use crate::session::context;
@@ -23,7 +23,7 @@ pub fn list(server: &str, json: bool, templates: bool, ctx: &Context) -> anyhow:
     super::tool::warn_rejected(server, &listing.rejected);
     if json {
         let key = if templates { "resourceTemplates" } else { "resources" };
-        print_json(&json!({ key: listing.items }))?;
+        print_listing(key, &listing.items)?;
         return Ok(Exit::Ok);
     }
     let terminal = stdout_is_terminal();

@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, select};
 use serde_json::{Value, json};
 
 use super::render::{self, row};
-use super::{Context, Exit, One, print, print_json, stdout_is_terminal};
+use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
 use crate::cli::ToolCall;
 use crate::dispatch::{CallError, CallUpdate, Progress};
 use crate::session::catalog::{self, Kind};
@@ -23,7 +23,7 @@ pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let listing = catalog::list(one.session(), Kind::Tools)?;
     warn_rejected(server, &listing.rejected);
     if json {
-        print_json(&json!({ "tools": listing.items }))?;
+        print_listing("tools", &listing.items)?;
     } else {
         let terminal = stdout_is_terminal();
         let mut out = String::new();

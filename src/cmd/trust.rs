@@ -11,9 +11,10 @@ use crate::config::settings::{self, Choice};
 pub fn run(command: TrustCommand) -> anyhow::Result<Exit> {
     let settings_path = settings::path()?;
     let cwd = std::env::current_dir()?;
-    let (workspace, _) = project::locate(&cwd);
-    let choices = settings::choices(&settings_path, &workspace)?;
-    let project = project::load(&cwd, &choices);
+    let located = project::locate(&cwd);
+    let choices = settings::choices(&settings_path, &located.0)?;
+    let project = project::load(located, &choices);
+    let workspace = project.workspace.clone();
     for issue in &project.issues {
         eprintln!("nod: {issue}");
     }

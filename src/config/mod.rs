@@ -76,8 +76,8 @@ pub struct Loaded {
 pub fn load_native() -> anyhow::Result<Loaded> {
     let mut loaded = profile::load(&profile::path()?);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let (workspace, _) = project::locate(&cwd);
-    let choices = match settings::choices(&settings::path()?, &workspace) {
+    let located = project::locate(&cwd);
+    let choices = match settings::choices(&settings::path()?, &located.0) {
         Ok(choices) => choices,
         Err(err) => {
             loaded.issues.push(ConfigIssue {
@@ -89,7 +89,7 @@ pub fn load_native() -> anyhow::Result<Loaded> {
             Default::default()
         }
     };
-    let project = project::load(&cwd, &choices);
+    let project = project::load(located, &choices);
     loaded.issues.extend(project.issues.iter().cloned());
     let approved = project::approved(&project, &mut loaded.issues);
     let profile_servers = std::mem::take(&mut loaded.servers);

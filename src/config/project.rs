@@ -79,9 +79,10 @@ pub fn locate(cwd: &Path) -> (PathBuf, Option<PathBuf>) {
     (start, None)
 }
 
-/// Reads the project file and attaches each entry's trust state from `choices`.
-pub fn load(cwd: &Path, choices: &HashMap<String, Choice>) -> Project {
-    let (workspace, file) = locate(cwd);
+/// Reads the project file found by `locate` and attaches each entry's trust state from
+/// `choices`.
+pub fn load(located: (PathBuf, Option<PathBuf>), choices: &HashMap<String, Choice>) -> Project {
+    let (workspace, file) = located;
     let mut project = Project { workspace, file: file.clone(), ..Project::default() };
     let Some(file) = file else { return project };
     let text = match read_bounded(&file) {

@@ -19,7 +19,7 @@ use crate::transport::{ConnId, Link, Report, WorkerHandle};
 use crate::util::JoinOnDrop;
 
 /// Bound on the worker → dispatcher queue: a noisy server waits rather than growing memory.
-const REPORT_QUEUE: usize = 1024;
+const REPORT_QUEUE: usize = 256;
 
 #[derive(Clone)]
 pub struct Engine {

@@ -221,6 +221,7 @@ impl Dispatcher {
             select_biased! {
                 recv(commands) -> command => match command {
                     Ok(Command::Shutdown { done }) => {
+                        self.settle(&commands, &reports);
                         let _ = done.send(self.shutdown());
                         return;
                     }
@@ -237,6 +238,26 @@ impl Dispatcher {
                     }
                 }
                 recv(timer) -> _ => self.expire(Instant::now()),
+            }
+        }
+    }
+
+    /// Before a shutdown: what already arrived is handled, so server requests nod has read
+    /// get their answers before the connections close. Bounded: a server still flooding
+    /// cannot hold the shutdown up.
+    fn settle(&mut self, commands: &Receiver<Command>, reports: &Receiver<Report>) {
+        const MOST: usize = 100_000;
+        for _ in 0..MOST {
+            if let Ok(command) = commands.try_recv() {
+                match command {
+                    // Another shutdown waits for this one's answer.
+                    Command::Shutdown { done } => drop(done),
+                    command => self.command(command),
+                }
+            } else if let Ok(report) = reports.try_recv() {
+                self.report(report);
+            } else {
+                return;
             }
         }
     }

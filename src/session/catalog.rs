@@ -2,6 +2,7 @@
 //! to the end, checked, and cached until the server says the list changed.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -73,19 +74,19 @@ pub struct Listing {
 
 #[derive(Default)]
 pub(crate) struct Cache {
-    entries: Vec<(Kind, u64, Listing)>,
+    entries: Vec<(Kind, u64, Arc<Listing>)>,
 }
 
 /// Lists `kind` to the end. A cached listing is reused until a `list_changed` arrives.
-pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Listing> {
+pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Arc<Listing>> {
     list_until(session, kind, Instant::now() + session.operation_timeout * MAX_PAGES as u32)
 }
 
 /// Like `list`, with every page's request also bounded by `deadline` (the startup deadline
 /// during first discovery).
-pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Listing> {
+pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Arc<Listing>> {
     if !session.has(kind.capability()) {
-        return Ok(Listing::default());
+        return Ok(Arc::default());
     }
     let epoch = kind.epoch(session).load(Ordering::SeqCst);
     if let Ok(cache) = session.cache().lock()
@@ -93,7 +94,7 @@ pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::R
     {
         return Ok(listing.clone());
     }
-    let listing = fetch(session, kind, deadline)?;
+    let listing = Arc::new(fetch(session, kind, deadline)?);
     if let Ok(mut cache) = session.cache().lock() {
         cache.entries.retain(|(k, _, _)| *k != kind);
         cache.entries.push((kind, epoch, listing.clone()));
@@ -108,14 +109,14 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
         let timeout = session.operation_timeout.min(deadline.saturating_duration_since(Instant::now()));
-        let page =
+        let mut page =
             session.request_with(kind.method(), params, timeout).map_err(|e| anyhow!("{}: {e}", kind.method()))?;
-        let Some(items) = page.get(kind.key()).and_then(Value::as_array) else {
+        let Some(Value::Array(items)) = page.get_mut(kind.key()).map(Value::take) else {
             bail!("{}: the answer has no {} array", kind.method(), kind.key());
         };
         for item in items {
-            match check(kind, item) {
-                Ok(()) => listing.items.push(item.clone()),
+            match check(kind, &item) {
+                Ok(()) => listing.items.push(item),
                 Err(why) => listing.rejected.push(why.to_string()),
             }
         }

@@ -94,7 +94,27 @@ impl Fleet {
         handler: Arc<dyn InboundHandler>,
         access: &Access,
     ) -> Fleet {
-        let members = std::thread::scope(|scope| {
+        Fleet::start(engine, servers, handler, access, false).0
+    }
+
+    /// `connect`, then every member's health, each server on one thread from start to end.
+    pub fn connect_and_check(
+        engine: &Engine,
+        servers: &[ServerConfig],
+        handler: Arc<dyn InboundHandler>,
+        access: &Access,
+    ) -> (Fleet, Vec<Health>) {
+        Fleet::start(engine, servers, handler, access, true)
+    }
+
+    fn start(
+        engine: &Engine,
+        servers: &[ServerConfig],
+        handler: Arc<dyn InboundHandler>,
+        access: &Access,
+        check: bool,
+    ) -> (Fleet, Vec<Health>) {
+        let started: Vec<(Member, Option<Health>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = servers
                 .iter()
                 .map(|config| {
@@ -109,13 +129,16 @@ impl Fleet {
                                 Err(err) => Status::Failed(format!("{err:#}")),
                             }
                         };
-                        Member { config: config.clone(), status, started, connected: started.elapsed() }
+                        let member = Member { config: config.clone(), status, started, connected: started.elapsed() };
+                        let health = check.then(|| member.health());
+                        (member, health)
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("connect thread")).collect()
         });
-        Fleet { members }
+        let (members, healths): (Vec<Member>, Vec<Option<Health>>) = started.into_iter().unzip();
+        (Fleet { members }, healths.into_iter().flatten().collect())
     }
 
     pub fn members(&self) -> &[Member] {

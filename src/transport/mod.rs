@@ -152,6 +152,8 @@ pub enum TransportError {
     Exited { status: String, stderr: Vec<String> },
     /// The process closed its stdout but kept running; nod stopped it.
     StdoutClosed { stderr: Vec<String> },
+    /// The server stopped reading its stdin while nod had too much to write; nod stopped it.
+    Stalled { stderr: Vec<String> },
     /// The server broke framing (a frame over the cap, invalid UTF-8); nod stopped it.
     Protocol { error: FrameError, stderr: Vec<String> },
     /// nod asked the connection to close.
@@ -186,6 +188,10 @@ impl std::fmt::Display for TransportError {
             }
             TransportError::StdoutClosed { stderr } => {
                 f.write_str("server closed its stdout while still running; nod stopped it")?;
+                write_stderr(f, stderr)
+            }
+            TransportError::Stalled { stderr } => {
+                f.write_str("server stopped reading its input while nod had over 32 MiB to send; nod stopped it")?;
                 write_stderr(f, stderr)
             }
             TransportError::Protocol { error, stderr } => {

@@ -28,6 +28,13 @@ const WAKER: Token = Token(3);
 const EXIT: Token = Token(4);
 
 const READ_CHUNK: usize = 256 * 1024;
+/// Bytes read from stdout in one go before the worker turns to its writes: a server that
+/// writes without end must not starve the answers nod owes it.
+const READ_BUDGET: usize = 1024 * 1024;
+/// Bytes waiting to be written before nod gives up on a server that does not read them.
+const MAX_QUEUED_WRITES: usize = 32 * 1024 * 1024;
+/// How long queued frames may take to go out after `Close`, before stdin is closed.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
 const STDERR_LINES: usize = 64;
 const STDERR_SHOWN: usize = 3;
 
@@ -62,6 +69,8 @@ pub fn spawn(link: Link, spec: Spawn) -> Result<WorkerHandle, TransportError> {
 
 enum Phase {
     Running,
+    /// Closing: queued frames go out first, until the deadline.
+    Draining(Instant),
     /// stdin closed; SIGTERM at the deadline.
     StdinClosed(Instant),
     /// SIGTERM sent; SIGKILL at the deadline.
@@ -79,6 +88,10 @@ struct Worker {
     stderr: Option<pipe::Receiver>,
     writes: VecDeque<Vec<u8>>,
     written: usize,
+    /// Bytes in `writes` not yet written.
+    queued: usize,
+    /// The last read stopped at its budget: stdout may hold more.
+    more_stdout: bool,
     frames: FrameReader,
     tail: Tail,
     phase: Phase,
@@ -123,6 +136,8 @@ impl Worker {
             stderr: Some(stderr),
             writes: VecDeque::new(),
             written: 0,
+            queued: 0,
+            more_stdout: false,
             frames: FrameReader::default(),
             tail: Tail::new(STDERR_LINES),
             phase: Phase::Running,
@@ -139,9 +154,12 @@ impl Worker {
         let mut events = Events::with_capacity(16);
         loop {
             let timeout = match self.phase {
+                _ if self.more_stdout => Some(Duration::ZERO),
                 Phase::Running if self.child.exit_fd().is_none() => Some(Duration::from_millis(100)),
                 Phase::Running => None,
-                Phase::StdinClosed(at) | Phase::Terminated(at) => Some(at.saturating_duration_since(Instant::now())),
+                Phase::Draining(at) | Phase::StdinClosed(at) | Phase::Terminated(at) => {
+                    Some(at.saturating_duration_since(Instant::now()))
+                }
             };
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == ErrorKind::Interrupted {
@@ -152,10 +170,12 @@ impl Worker {
             }
             let mut wake = false;
             // Without a pidfd, or once nod is ending the process, exits are found by polling.
-            let mut exited = self.child.exit_fd().is_none() || !matches!(self.phase, Phase::Running);
+            let mut exited =
+                self.child.exit_fd().is_none() || !matches!(self.phase, Phase::Running | Phase::Draining(_));
+            let mut readable = std::mem::take(&mut self.more_stdout);
             for event in events.iter() {
                 match event.token() {
-                    STDOUT => self.read_stdout(),
+                    STDOUT => readable = true,
                     STDERR => self.read_stderr(),
                     STDIN => self.flush(),
                     WAKER => wake = true,
@@ -163,7 +183,11 @@ impl Worker {
                     _ => {}
                 }
             }
-            if wake {
+            if readable {
+                self.read_stdout();
+            }
+            // After a read that stopped at its budget the waker may have fired unseen.
+            if wake || self.more_stdout {
                 self.drain_inbox();
             }
             if !exited && self.stdout.is_none() && !matches!(self.phase, Phase::Running) {
@@ -192,17 +216,19 @@ impl Worker {
             match self.inbox.try_recv() {
                 Ok(Outbound::Request { frame, .. } | Outbound::Notify(frame)) => {
                     if self.stdin.is_some() {
+                        self.queued += frame.len();
                         self.writes.push_back(frame);
                     }
                 }
                 // A pipe has no per-request stream; notifications/cancelled is the signal.
                 Ok(Outbound::CancelStream(_)) => {}
                 Ok(Outbound::Close) | Err(crossbeam_channel::TryRecvError::Disconnected) => {
-                    // Frames queued before the close (a final notifications/cancelled) go out
-                    // first, as far as the pipe takes them without waiting.
-                    self.flush();
+                    // Frames queued before the close (answers, a final notifications/cancelled)
+                    // go out first, for a short while; then stdin closes.
                     self.closed_by_client = true;
-                    self.begin_close();
+                    if matches!(self.phase, Phase::Running) {
+                        self.phase = Phase::Draining(Instant::now() + DRAIN_GRACE);
+                    }
                     break;
                 }
                 Err(crossbeam_channel::TryRecvError::Empty) => break,
@@ -220,6 +246,7 @@ impl Worker {
             match stdin.write(&front[self.written..]) {
                 Ok(n) => {
                     self.written += n;
+                    self.queued -= n;
                     if self.written == front.len() {
                         self.writes.pop_front();
                         self.written = 0;
@@ -234,6 +261,17 @@ impl Worker {
                     return;
                 }
             }
+        }
+        if self.writes.is_empty() && matches!(self.phase, Phase::Draining(_)) {
+            self.begin_close();
+            return;
+        }
+        if self.queued > MAX_QUEUED_WRITES {
+            self.read_stderr();
+            let cause = TransportError::Stalled { stderr: self.tail.last(STDERR_SHOWN) };
+            self.report(cause);
+            self.terminate();
+            return;
         }
         let want_writable = !self.writes.is_empty();
         if want_writable != self.stdin_registered
@@ -258,6 +296,7 @@ impl Worker {
         self.stdin_registered = false;
         self.writes.clear();
         self.written = 0;
+        self.queued = 0;
     }
 
     fn read_stdout(&mut self) {
@@ -267,13 +306,19 @@ impl Worker {
         let buf = &mut self.out_buf;
         let mut eof = false;
         let mut failure = None;
+        let mut read = 0;
         loop {
+            if read >= READ_BUDGET {
+                self.more_stdout = true;
+                break;
+            }
             match stdout.read(buf) {
                 Ok(0) => {
                     eof = true;
                     break;
                 }
                 Ok(n) => {
+                    read += n;
                     let (link, not_json) = (&self.link, &mut self.not_json_lines);
                     let pushed = self.frames.push(&buf[..n], |frame| deliver(link, not_json, frame));
                     if let Err(err) = pushed {
@@ -358,7 +403,7 @@ impl Worker {
     }
 
     fn begin_close(&mut self) {
-        if matches!(self.phase, Phase::Running) {
+        if matches!(self.phase, Phase::Running | Phase::Draining(_)) {
             self.close_stdin();
             self.phase = Phase::StdinClosed(Instant::now() + SHUTDOWN_GRACE);
         }
@@ -373,6 +418,10 @@ impl Worker {
     fn escalate(&mut self) {
         let now = Instant::now();
         match self.phase {
+            Phase::Draining(at) if now >= at => {
+                log::debug!("server {}: {} bytes not written before the close", self.name, self.queued);
+                self.begin_close();
+            }
             Phase::StdinClosed(at) if now >= at => {
                 log::debug!("server {}: still running after stdin closed; sending SIGTERM", self.name);
                 self.terminate();

@@ -171,3 +171,49 @@ fn ctrl_c_exits_promptly_every_time() {
         env.assert_no_leftovers();
     }
 }
+
+/// A server that answers initialize and then writes 10,000 requests (roots/list, ping, an
+/// unknown method) before it answers tools/list: every one is answered, and the listing
+/// completes. This once froze nod for good.
+#[test]
+fn a_flood_of_server_requests_is_answered_and_the_listing_completes() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "request-flood"], json!({}));
+    let out = env.nod(["mcp", "tool", "list", SERVER]).timeout(60).run();
+    out.code(0).within(30.0).stdout_has("echo");
+    let wire = env.wire();
+    let answers: Vec<&serde_json::Value> =
+        wire.iter().filter(|m| m["id"].as_str().is_some_and(|id| id.starts_with("flood-"))).collect();
+    assert_eq!(answers.len(), 10_000, "every server request got an answer");
+    for answer in &answers {
+        let n: usize = answer["id"].as_str().unwrap()["flood-".len()..].parse().unwrap();
+        match n % 3 {
+            // ping
+            1 => assert_eq!(answer["result"], json!({}), "{answer}"),
+            // roots/list (nod declares no roots) and an unknown method
+            _ => assert_eq!(answer["error"]["code"], -32601, "{answer}"),
+        }
+    }
+    env.assert_no_leftovers();
+}
+
+/// SIGTERM while a server floods nod with requests ends nod within the shutdown bound, with
+/// nothing left running.
+#[test]
+fn sigterm_during_a_request_flood_ends_nod_promptly() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "request-flood-forever"], json!({}));
+    let running = env.nod(["mcp", "tool", "list", SERVER]).timeout(30).spawn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.wire().iter().any(|m| m["id"] == "flood-2000") {
+        assert!(Instant::now() < deadline, "the flood never got going: {} lines", env.wire().len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let signalled = Instant::now();
+    // SAFETY: plain kill(2) on the nod process this test started.
+    unsafe { libc::kill(running.pid(), libc::SIGTERM) };
+    running.wait().code(130);
+    let took = signalled.elapsed();
+    assert!(took < Duration::from_secs(5), "nod took {took:?} to end after SIGTERM");
+    env.assert_no_leftovers();
+}
