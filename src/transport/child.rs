@@ -232,6 +232,26 @@ fn private_dir() -> std::io::Result<PathBuf> {
     Err(std::io::Error::other("could not create a private folder for the docker container id"))
 }
 
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open returns a new descriptor we own, or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd is a fresh descriptor owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Describes how a process ended, for an error message.
+pub fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => "unknown status".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,25 +289,5 @@ mod tests {
         ] {
             assert!(Docker::rewrite(&argv(text)).unwrap().is_none(), "{text}");
         }
-    }
-}
-
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open returns a new descriptor we own, or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: fd is a fresh descriptor owned by nobody else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// Describes how a process ended, for an error message.
-pub fn describe_status(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        _ => "unknown status".to_string(),
     }
 }

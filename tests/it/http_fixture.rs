@@ -317,10 +317,10 @@ fn read_request(stream: &mut TcpStream, state: &State) -> Option<Request> {
     let mut chunk = [0u8; 64 * 1024];
     let mut head_end = None;
     loop {
-        if head_end.is_none() {
-            if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                head_end = Some(pos + 4);
-            }
+        if head_end.is_none()
+            && let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            head_end = Some(pos + 4);
         }
         if let Some(end) = head_end {
             let head = String::from_utf8_lossy(&buf[..end]).into_owned();

@@ -171,7 +171,8 @@ fn trust_is_recorded_privately_per_workspace_and_can_be_reset() {
 fn broken_project_files_are_clear_issues() {
     let env = Env::new();
     env.profile(json!({ "mcp": { "good": { "command": [FIXTURE] } } }));
-    let cases: Vec<(&str, Box<dyn Fn(&Path)>, &str)> = vec![
+    type Case<'a> = (&'a str, Box<dyn Fn(&Path)>, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "symlink",
             Box::new(|r: &Path| std::os::unix::fs::symlink("/etc/hostname", r.join(".mcp.json")).unwrap()),
@@ -265,7 +266,7 @@ fn the_profile_wins_a_same_name_project_entry() {
 fn the_workspace_is_the_nearest_project_file_up_to_the_repository_root() {
     let env = Env::new();
     // A .mcp.json above the repository root is not this workspace's.
-    write_project(&env.home().to_path_buf(), json!({ "outside": { "command": FIXTURE } }));
+    write_project(env.home(), json!({ "outside": { "command": FIXTURE } }));
     let repo = repo(&env);
     let out = env.nod(["mcp", "list", "--json"]).cwd(&repo.join("src/deep")).run().json();
     assert_eq!(out["project"]["file"], Value::Null, "{out}");
