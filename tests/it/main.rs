@@ -11,6 +11,8 @@ mod support;
 mod catalog;
 /// The profile, health, secrets, usage errors, broken pipes, help and man pages.
 mod cli;
+/// The worker contract, the same for stdio, Streamable HTTP and legacy SSE workers.
+mod contract;
 /// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
 mod faults;
 /// Remote servers misbehaving over HTTP: sessions, streams, storms, credentials, legacy SSE.
