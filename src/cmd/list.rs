@@ -22,8 +22,10 @@ pub fn run(connect: bool, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let engine = super::start_engine(ctx);
     let access = Access { browser: super::browser::from_environment(), fresh: false };
     let (fleet, healths) = Fleet::connect_and_check(&engine, &loaded.servers, super::no_input(), &access);
-    drop(fleet);
+    // The engine closes every connection in parallel; dropping the fleet first would close
+    // them one after another.
     engine.shutdown();
+    drop(fleet);
     let failed = healths.iter().any(|h| h.state == State::Failed);
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
     if json {

@@ -237,6 +237,12 @@ fn write_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt:
     Ok(())
 }
 
+/// Where a worker can take frames without a message to its thread (the stdio worker's
+/// shared stdin): requests and notifications go there, in order, from any thread.
+pub trait FrameSink: Send + Sync {
+    fn send_frame(&self, frame: Vec<u8>);
+}
+
 /// The sending side of a worker's inbox: cheap to clone, so callers can hand requests to
 /// the worker without a detour through the dispatcher.
 #[derive(Clone)]
@@ -244,16 +250,28 @@ pub struct Outlet {
     outbox: Sender<Outbound>,
     /// Set for workers that sleep in mio (stdio); others block on the inbox itself.
     waker: Option<Arc<mio::Waker>>,
+    sink: Option<Arc<dyn FrameSink>>,
 }
 
 impl Outlet {
     pub(crate) fn new(outbox: Sender<Outbound>, waker: Option<Arc<mio::Waker>>) -> Outlet {
-        Outlet { outbox, waker }
+        Outlet { outbox, waker, sink: None }
+    }
+
+    pub(crate) fn with_sink(mut self, sink: Arc<dyn FrameSink>) -> Outlet {
+        self.sink = Some(sink);
+        self
     }
 
     /// Sends to the worker. A send to a worker that has ended is ignored: its `Closed`
     /// report carries the cause.
     pub fn send(&self, out: Outbound) {
+        let out = match (out, &self.sink) {
+            (Outbound::Request { frame, .. } | Outbound::Notify(frame), Some(sink)) => {
+                return sink.send_frame(frame);
+            }
+            (out, _) => out,
+        };
         if self.outbox.send(out).is_ok()
             && let Some(waker) = &self.waker
         {

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
@@ -45,23 +45,24 @@ pub fn spawn(link: Link, spec: Spawn) -> Result<WorkerHandle, TransportError> {
     let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| TransportError::Io(e.to_string()))?);
     let (outbox, inbox) = crossbeam_channel::unbounded();
     let (started_tx, started_rx) = crossbeam_channel::bounded(1);
+    let worker_waker = waker.clone();
     let thread = std::thread::Builder::new()
         .name(format!("nod-stdio:{}", link.name))
         .spawn(move || {
-            let worker = match Worker::start(link, &spec, poll, inbox) {
+            let worker = match Worker::start(link, &spec, poll, inbox, worker_waker) {
                 Ok(worker) => worker,
                 Err(err) => {
                     let _ = started_tx.send(Err(err));
                     return;
                 }
             };
-            let _ = started_tx.send(Ok(()));
+            let _ = started_tx.send(Ok(worker.writer.clone()));
             worker.run();
         })
         .map_err(|e| TransportError::Io(e.to_string()))?;
     let thread = JoinOnDrop::new(thread);
     match started_rx.recv() {
-        Ok(Ok(())) => Ok(WorkerHandle::new(Outlet::new(outbox, Some(waker)), thread)),
+        Ok(Ok(writer)) => Ok(WorkerHandle::new(Outlet::new(outbox, Some(waker)).with_sink(writer), thread)),
         Ok(Err(err)) => Err(err),
         Err(_) => Err(TransportError::Io("worker thread ended during start".into())),
     }
@@ -83,13 +84,9 @@ struct Worker {
     poll: Poll,
     inbox: Receiver<Outbound>,
     child: ChildGuard,
-    stdin: Option<pipe::Sender>,
+    writer: Arc<Writer>,
     stdout: Option<pipe::Receiver>,
     stderr: Option<pipe::Receiver>,
-    writes: VecDeque<Vec<u8>>,
-    written: usize,
-    /// Bytes in `writes` not yet written.
-    queued: usize,
     /// The last read stopped at its budget: stdout may hold more.
     more_stdout: bool,
     frames: FrameReader,
@@ -105,7 +102,13 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(link: Link, spec: &Spawn, poll: Poll, inbox: Receiver<Outbound>) -> Result<Worker, TransportError> {
+    fn start(
+        link: Link,
+        spec: &Spawn,
+        poll: Poll,
+        inbox: Receiver<Outbound>,
+        waker_for_writer: Arc<Waker>,
+    ) -> Result<Worker, TransportError> {
         let name = link.name.clone();
         let (child, pipes) = ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn {
             program: spec.argv.first().cloned().unwrap_or_default(),
@@ -131,12 +134,12 @@ impl Worker {
             poll,
             inbox,
             child,
-            stdin: Some(stdin),
+            writer: Arc::new(Writer {
+                state: Mutex::new(WriterState { pipe: Some(stdin), ..WriterState::default() }),
+                waker: waker_for_writer,
+            }),
             stdout: Some(stdout),
             stderr: Some(stderr),
-            writes: VecDeque::new(),
-            written: 0,
-            queued: 0,
             more_stdout: false,
             frames: FrameReader::default(),
             tail: Tail::new(STDERR_LINES),
@@ -214,12 +217,8 @@ impl Worker {
     fn drain_inbox(&mut self) {
         loop {
             match self.inbox.try_recv() {
-                Ok(Outbound::Request { frame, .. } | Outbound::Notify(frame)) => {
-                    if self.stdin.is_some() {
-                        self.queued += frame.len();
-                        self.writes.push_back(frame);
-                    }
-                }
+                // Frames normally reach the writer directly; these came the long way.
+                Ok(Outbound::Request { frame, .. } | Outbound::Notify(frame)) => self.writer.queue(frame),
                 // A pipe has no per-request stream; notifications/cancelled is the signal.
                 Ok(Outbound::CancelStream(_)) => {}
                 Ok(Outbound::Close) | Err(crossbeam_channel::TryRecvError::Disconnected) => {
@@ -237,66 +236,58 @@ impl Worker {
         self.flush();
     }
 
+    /// Writes what the pipe takes, and watches for room when frames are left.
     fn flush(&mut self) {
-        let Some(stdin) = self.stdin.as_mut() else {
-            self.writes.clear();
+        let mut state = self.writer.lock();
+        if state.pipe.is_none() {
             return;
-        };
-        while let Some(front) = self.writes.front() {
-            match stdin.write(&front[self.written..]) {
-                Ok(n) => {
-                    self.written += n;
-                    self.queued -= n;
-                    if self.written == front.len() {
-                        self.writes.pop_front();
-                        self.written = 0;
-                    }
-                }
-                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
-                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-                Err(err) => {
-                    // EPIPE: the server closed its stdin or died; its exit is reported separately.
-                    log::debug!("server {}: write failed: {err}", self.name);
-                    self.close_stdin();
-                    return;
-                }
-            }
         }
-        if self.writes.is_empty() && matches!(self.phase, Phase::Draining(_)) {
+        if let Err(err) = state.write_queued() {
+            // EPIPE: the server closed its stdin or died; its exit is reported separately.
+            log::debug!("server {}: write failed: {err}", self.name);
+            drop(state);
+            self.close_stdin();
+            return;
+        }
+        let (empty, queued) = (state.queue.is_empty(), state.queued);
+        if empty && matches!(self.phase, Phase::Draining(_)) {
+            drop(state);
             self.begin_close();
             return;
         }
-        if self.queued > MAX_QUEUED_WRITES {
+        if queued > MAX_QUEUED_WRITES {
+            drop(state);
             self.read_stderr();
             let cause = TransportError::Stalled { stderr: self.tail.last(STDERR_SHOWN) };
             self.report(cause);
             self.terminate();
             return;
         }
-        let want_writable = !self.writes.is_empty();
+        let want_writable = !empty;
         if want_writable != self.stdin_registered
-            && let Some(stdin) = self.stdin.as_mut()
+            && let Some(pipe) = state.pipe.as_mut()
         {
             let registry = self.poll.registry();
             let _ = if want_writable {
-                registry.register(stdin, STDIN, Interest::WRITABLE)
+                registry.register(pipe, STDIN, Interest::WRITABLE)
             } else {
-                registry.deregister(stdin)
+                registry.deregister(pipe)
             };
             self.stdin_registered = want_writable;
         }
     }
 
     fn close_stdin(&mut self) {
-        if let Some(mut stdin) = self.stdin.take()
+        let mut state = self.writer.lock();
+        if let Some(mut pipe) = state.pipe.take()
             && self.stdin_registered
         {
-            let _ = self.poll.registry().deregister(&mut stdin);
+            let _ = self.poll.registry().deregister(&mut pipe);
         }
         self.stdin_registered = false;
-        self.writes.clear();
-        self.written = 0;
-        self.queued = 0;
+        state.queue.clear();
+        state.written = 0;
+        state.queued = 0;
     }
 
     fn read_stdout(&mut self) {
@@ -419,7 +410,7 @@ impl Worker {
         let now = Instant::now();
         match self.phase {
             Phase::Draining(at) if now >= at => {
-                log::debug!("server {}: {} bytes not written before the close", self.name, self.queued);
+                log::debug!("server {}: {} bytes not written before the close", self.name, self.writer.lock().queued);
                 self.begin_close();
             }
             Phase::StdinClosed(at) if now >= at => {
@@ -441,6 +432,88 @@ impl Worker {
         self.reported = true;
         let cause = if self.closed_by_client { TransportError::ClosedByClient } else { cause };
         self.link.closed(cause);
+    }
+}
+
+/// The server's stdin, shared by the worker and the threads that send to it. A caller whose
+/// frame has nothing queued before it writes the frame itself, which saves waking the worker
+/// (the larger part of a call's cost); what the pipe does not take waits in the queue, and
+/// the worker writes it when the pipe has room. Order is kept: one queue, one lock.
+pub(super) struct Writer {
+    state: Mutex<WriterState>,
+    waker: Arc<Waker>,
+}
+
+#[derive(Default)]
+struct WriterState {
+    pipe: Option<pipe::Sender>,
+    queue: VecDeque<Vec<u8>>,
+    /// Bytes of the queue's first frame already written.
+    written: usize,
+    /// Bytes in the queue not yet written.
+    queued: usize,
+    /// A caller's write failed (the pipe broke): the worker closes stdin.
+    broken: bool,
+}
+
+impl Writer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WriterState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues a frame without writing (the worker's own path).
+    fn queue(&self, frame: Vec<u8>) {
+        let mut state = self.lock();
+        if state.pipe.is_some() {
+            state.queued += frame.len();
+            state.queue.push_back(frame);
+        }
+    }
+}
+
+impl super::FrameSink for Writer {
+    fn send_frame(&self, frame: Vec<u8>) {
+        let mut state = self.lock();
+        if state.pipe.is_none() || state.broken {
+            return;
+        }
+        let first = state.queue.is_empty();
+        state.queued += frame.len();
+        state.queue.push_back(frame);
+        if first && state.write_queued().is_err() {
+            state.broken = true;
+        }
+        let wake = !state.queue.is_empty() || state.broken;
+        drop(state);
+        if wake {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+impl WriterState {
+    /// Writes queued frames until the pipe is full or the queue empty.
+    fn write_queued(&mut self) -> std::io::Result<()> {
+        if self.broken {
+            return Err(std::io::Error::from(ErrorKind::BrokenPipe));
+        }
+        let Some(pipe) = self.pipe.as_mut() else { return Ok(()) };
+        while let Some(front) = self.queue.front() {
+            match pipe.write(&front[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    self.queued -= n;
+                    if self.written == front.len() {
+                        self.queue.pop_front();
+                        self.written = 0;
+                    }
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
     }
 }
 
