@@ -25,6 +25,12 @@ use measure::{Bench, Client, Row, Workload};
 
 const NOD: &str = env!("CARGO_BIN_EXE_nod");
 
+/// The nod binary to measure: this build's, or `NOD_BENCH_NOD` (another build, to compare
+/// before and after a change in one run of the same harness).
+fn nod_binary() -> String {
+    std::env::var("NOD_BENCH_NOD").unwrap_or_else(|_| NOD.to_string())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::NOD;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -149,7 +148,7 @@ impl Bench {
     fn argv(&self, workload: &Workload, client: Client) -> Option<Vec<String>> {
         let mut argv: Vec<String> = match client {
             Client::Nod => {
-                let mut argv = vec![NOD.to_string()];
+                let mut argv = vec![crate::nod_binary()];
                 argv.extend(workload.nod.iter().map(|arg| arg.to_string()));
                 return Some(argv);
             }
