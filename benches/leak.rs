@@ -2,6 +2,8 @@
 //! then count open file descriptors, threads and child processes. Run with
 //! `cargo bench --bench leak` (1000 cycles; `NOD_LEAK_CYCLES` changes the count).
 
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -15,7 +15,9 @@
 //! - `oauth` authorizes remote servers; the transport reaches it through a trait, and the
 //!   browser side belongs to the front end.
 
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod cli;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod cmd;
 pub mod config;
 pub mod dispatch;

@@ -1,5 +1,7 @@
 //! The `nod` binary: parse, run, exit. Everything else lives in the library.
 
+#![allow(clippy::print_stderr)]
+
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -13,6 +13,8 @@
 //! rotating order, and a ratio is the median of the per-repetition ratios, shown with its
 //! spread. Every client's stdout goes to a pipe that the harness drains.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 mod measure;
 mod raw;
 mod server;

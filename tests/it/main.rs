@@ -1,5 +1,7 @@
 //! Integration tests: the real `nod` binary against the fixture server and real MCP servers.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 /// An in-process scripted HTTP server for the remote transports.
 mod http_fixture;
 /// Running nod with a hard deadline; assertions on exit code, output and time.
