@@ -26,16 +26,12 @@ fn main() -> ExitCode {
     ExitCode::from(nod::cmd::run(command, &ctx) as u8)
 }
 
-/// `NOD_LOG` (else `RUST_LOG`, else warn) to stderr, every line redacted. The HTTP stack's
-/// own debug and trace output dumps raw requests, credentials included, so its modules are
-/// held at info whatever the filter says.
+/// `NOD_LOG` (else `RUST_LOG`, else warn) to stderr, every line redacted, the HTTP stack
+/// held at debug (see `cmd::logging`).
 fn init_logging(redactor: Redactor) {
-    let filter = std::env::var("NOD_LOG").or_else(|_| std::env::var("RUST_LOG")).unwrap_or_else(|_| "warn".into());
+    let spec = std::env::var("NOD_LOG").or_else(|_| std::env::var("RUST_LOG")).ok();
     let mut logger = env_logger::Builder::new();
-    logger.parse_filters(&filter);
-    for module in ["ureq", "ureq_proto", "rustls"] {
-        logger.filter_module(module, log::LevelFilter::Info.min(log::LevelFilter::Debug));
-    }
+    logger.parse_filters(&nod::cmd::logging::filter(spec.as_deref()));
     logger
         .format(move |buf, record| {
             let level = record.level().as_str().to_ascii_lowercase();

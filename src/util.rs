@@ -272,9 +272,12 @@ fn is_unsafe_control(c: char) -> bool {
         || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
-/// One line of server text for a log or an error: control characters and newlines removed.
+/// One line of server text for a log or an error: control characters and newlines become
+/// spaces, and bidirectional controls (which reorder what a terminal shows) U+FFFD.
 pub fn one_line(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else if is_unsafe_control(c) { '\u{FFFD}' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -338,6 +341,11 @@ mod tests {
         assert_eq!(base64_decode("AAEC//6JUE4=").unwrap(), vec![0, 1, 2, 0xff, 0xfe, 0x89, 0x50, 0x4e]);
         assert_eq!(base64_decode("aGk").unwrap(), b"hi");
         assert!(base64_decode("a*b").is_none());
+    }
+
+    #[test]
+    fn one_line_neutralises_controls_and_bidi() {
+        assert_eq!(one_line("a\nb\x1b[2J\u{202E}c"), "a b [2J\u{FFFD}c");
     }
 
     #[test]

@@ -22,7 +22,9 @@ pub fn auth(name: &str, open: bool, ctx: &Context) -> anyhow::Result<Exit> {
     // authorization flow, afresh (stored tokens are ignored).
     let access = Access { browser: Some(Arc::new(super::browser::Interactive { open })), fresh: true };
     let one = One::connect_with(name, super::no_input(), &access, ctx)?;
-    catalog::list(one.session(), Kind::Tools)?;
+    if one.session().has("tools") {
+        catalog::list(one.session(), Kind::Tools)?;
+    }
     drop(one);
     match store::state(&store::path()?, name) {
         store::Stored::Valid => print(&format!(

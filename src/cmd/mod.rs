@@ -7,6 +7,7 @@ mod browser;
 mod edit;
 pub mod interrupt;
 mod list;
+pub mod logging;
 mod prompt;
 mod render;
 mod resource;

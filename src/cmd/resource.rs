@@ -15,9 +15,6 @@ use crate::session::context;
 pub fn list(server: &str, json: bool, templates: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
     let session = one.session();
-    if !session.has("resources") {
-        eprintln!("nod: server {server} does not offer resources");
-    }
     let kind = if templates { Kind::Templates } else { Kind::Resources };
     let listing = catalog::list(session, kind)?;
     super::tool::warn_rejected(server, &listing.rejected);

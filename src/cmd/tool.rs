@@ -22,19 +22,52 @@ pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
     let listing = catalog::list(one.session(), Kind::Tools)?;
     warn_rejected(server, &listing.rejected);
-    if json {
+    if json && listing.unusable.is_empty() {
         print_listing("tools", &listing.items)?;
+    } else if json {
+        let unusable: serde_json::Map<String, Value> =
+            listing.unusable.iter().map(|(name, why)| (name.clone(), json!(why))).collect();
+        print_json(&json!({ "tools": listing.items, "unusable": unusable }))?;
     } else {
         let terminal = stdout_is_terminal();
         let mut out = String::new();
         for tool in &listing.items {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
-            let about = tool.get("description").and_then(Value::as_str).unwrap_or("");
-            out.push_str(&row(name, about, terminal));
+            let mut about = tool.get("description").and_then(Value::as_str).unwrap_or("").to_string();
+            if catalog::requires_task(tool) {
+                about.push_str(" [task required]");
+            }
+            if let Some(why) = listing.unusable(name) {
+                about.push_str(&format!(" [unusable: {why}]"));
+            }
+            out.push_str(&row(name, &about, terminal));
         }
         print(&out)?;
     }
     Ok(Exit::Ok)
+}
+
+/// Why nod will not call `tool`, from the server's listing: a schema nod cannot use, or a
+/// tool that requires MCP Tasks. A tool the listing does not have is left to the server.
+fn refusal(session: &Session, tool: &str) -> anyhow::Result<Option<String>> {
+    let listing = match catalog::list(session, Kind::Tools) {
+        Ok(listing) => listing,
+        // A server without tools is told so by the call itself; one whose listing fails
+        // still gets the call (its own answer says more than nod could).
+        Err(err) => {
+            log::debug!("server {}: tools/list before the call failed: {err:#}", session.name);
+            return Ok(None);
+        }
+    };
+    if let Some(why) = listing.unusable(tool) {
+        return Ok(Some(format!("tool {tool} is unusable: {why}")));
+    }
+    if listing.find(tool).is_some_and(catalog::requires_task) {
+        return Ok(Some(format!(
+            "tool {tool} requires MCP Tasks (execution.taskSupport \"required\"), which nod does not implement"
+        )));
+    }
+    Ok(None)
 }
 
 pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
@@ -52,6 +85,9 @@ pub fn call(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let handler = Arc::new(PolicyHandler { policy: call.elicit, input_required: Some(input_tx) });
     let one = One::connect(&call.server, handler, ctx)?;
     let session = one.session();
+    if let Some(why) = refusal(session, &call.tool).map_err(|e| e.context(format!("server {}", call.server)))? {
+        bail!("server {}: {why}; nothing was sent", call.server);
+    }
     if call.jsonl {
         return jsonl(&one, &call, &input_rx, ctx);
     }
@@ -59,11 +95,22 @@ pub fn call(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
     match wait(session, pending, &input_rx, &label)? {
-        Outcome::Result(result) => print_result(&call, &result),
+        Outcome::Result(result) => print_result(&call, &result, ctx),
+        // The server needs the user to visit a URL first (-32042): input required.
+        Outcome::Failed(CallError::Rpc(error)) if error.code == URL_ELICITATION_REQUIRED => {
+            match url_required(&call.server, &error) {
+                Some(input) => report_input_required(&input, call.json),
+                None => {
+                    eprintln!("nod: server {}: tool {}: {}", call.server, call.tool, CallError::Rpc(error));
+                    Ok(Exit::ToolError)
+                }
+            }
+        }
         // The server refused the call (unknown tool, bad arguments): the call failed, like
         // isError, and the connection is fine.
         Outcome::Failed(CallError::Rpc(error)) => {
-            eprintln!("nod: server {}: tool {}: {}", call.server, call.tool, CallError::Rpc(error));
+            let shown = ctx.redactor.redact(&CallError::Rpc(error).to_string());
+            eprintln!("nod: server {}: tool {}: {shown}", call.server, call.tool);
             Ok(Exit::ToolError)
         }
         Outcome::Failed(err) => {
@@ -71,6 +118,24 @@ pub fn call(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
         }
         Outcome::InputRequired(input) => report_input_required(&input, call.json),
     }
+}
+
+/// MCP 2025-11-25: the request cannot go on until the user completes a URL elicitation.
+const URL_ELICITATION_REQUIRED: i64 = -32042;
+
+/// The first URL elicitation of a -32042 error, as an input-required result.
+fn url_required(server: &str, error: &crate::jsonrpc::ResponseError) -> Option<InputRequired> {
+    let elicitations = error.data.as_ref()?.get("elicitations")?.as_array()?;
+    let first = elicitations.iter().find(|e| e.get("mode").and_then(Value::as_str) == Some("url"))?;
+    let text = |key: &str| first.get(key).and_then(Value::as_str).map(str::to_string);
+    Some(InputRequired {
+        server: server.to_string(),
+        mode: "url".into(),
+        message: text("message").unwrap_or_else(|| error.message.clone()),
+        requested_schema: None,
+        url: Some(text("url")?),
+        elicitation_id: text("elicitationId"),
+    })
 }
 
 fn parse_arguments(text: &str) -> anyhow::Result<Value> {
@@ -104,7 +169,8 @@ fn wait(session: &Session, mut pending: Call, input: &Receiver<Asked>, label: &s
                 Err(_) => bail!("nod is shutting down"),
             },
             recv(pending.gone()) -> _ => bail!("nod is shutting down"),
-            recv(input) -> request => if let Ok(Asked { input, responder }) = request {
+            // A request the server has cancelled already is dropped (CAN-5).
+            recv(input) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
                 // The call is cancelled before the server hears the answer, so a fast server
                 // cannot finish the call in between (the frames leave in this order).
                 session.cancel(&pending, "the server asked for input that nod could not collect");
@@ -145,9 +211,11 @@ fn number(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.2}") }
 }
 
-fn print_result(call: &ToolCall, result: &Value) -> anyhow::Result<Exit> {
+fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Result<Exit> {
     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
-    if call.json {
+    if call.json && is_error {
+        print_json(&redact_value(result, ctx))?;
+    } else if call.json {
         print_json(result)?;
     } else {
         let content = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -158,11 +226,12 @@ fn print_result(call: &ToolCall, result: &Value) -> anyhow::Result<Exit> {
             text = format!("{}\n", serde_json::to_string_pretty(structured)?);
         }
         if is_error {
+            // A server may echo what it was sent (headers, environment) into an error.
             eprint!(
                 "nod: server {}: tool {} reported an error:\n{}",
                 call.server,
                 call.tool,
-                render::safe(&text, true)
+                render::safe(&ctx.redactor.redact(&text), true)
             );
         } else {
             print(&text)?;
@@ -233,10 +302,23 @@ fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -> 
             Slot::Call(pending, session) => match wait(&session, pending, input, &label)? {
                 Outcome::Result(result) => {
                     let bad = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    // An error a server reports may echo what it was sent.
+                    let result = if bad { redact_value(&result, ctx) } else { result };
                     (result, bad)
                 }
+                Outcome::Failed(CallError::Rpc(error))
+                    if error.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &error).is_some() =>
+                {
+                    for slot in slots.drain(..) {
+                        if let Slot::Call(pending, session) = slot {
+                            session.cancel(&pending, "the run stopped: a server asked for input");
+                        }
+                    }
+                    let input = url_required(&call.server, &error).expect("checked");
+                    return report_input_required(&input, false);
+                }
                 Outcome::Failed(err) => {
-                    lost |= matches!(err, CallError::Disconnected(_));
+                    lost |= matches!(err, CallError::Disconnected(_) | CallError::Invalid { .. } | CallError::NotOffered(_));
                     (error_json(&err, ctx), true)
                 }
                 Outcome::InputRequired(request) => {
@@ -261,12 +343,23 @@ fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -> 
     })
 }
 
+/// A JSON value with every secret redacted from its strings.
+fn redact_value(value: &Value, ctx: &Context) -> Value {
+    match value {
+        Value::String(text) => Value::String(ctx.redactor.redact(text)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact_value(v, ctx)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), redact_value(v, ctx))).collect()),
+        other => other.clone(),
+    }
+}
+
 fn error_json(err: &CallError, ctx: &Context) -> Value {
     match err {
         CallError::Rpc(error) => {
-            let mut out = json!({ "error": { "code": error.code, "message": error.message } });
+            let message = ctx.redactor.redact(&error.message);
+            let mut out = json!({ "error": { "code": error.code, "message": message } });
             if let Some(data) = &error.data {
-                out["error"]["data"] = data.clone();
+                out["error"]["data"] = redact_value(data, ctx);
             }
             out
         }

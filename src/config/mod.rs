@@ -119,6 +119,9 @@ impl Loaded {
                 Transport::Http(remote) | Transport::Sse(remote) => {
                     out.extend(remote.headers.iter().map(|(_, v)| v.clone()));
                     out.push(remote.url.clone());
+                    // Values the entry takes from the environment are secrets too.
+                    let vars = remote.header_env.iter().map(|(_, var)| var).chain(&remote.bearer_token_env);
+                    out.extend(vars.filter_map(|var| std::env::var(var).ok()).filter(|v| !v.is_empty()));
                 }
             }
         }

@@ -47,6 +47,13 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
+    /// A call that failed before anything was sent.
+    pub fn failed(id: CallId, error: CallError) -> PendingCall {
+        let (reply, updates) = crossbeam_channel::bounded(1);
+        let _ = reply.send(CallUpdate::Done(Err(error)));
+        PendingCall { id, updates, gone: crossbeam_channel::never() }
+    }
+
     pub fn updates(&self) -> &Receiver<CallUpdate> {
         &self.updates
     }

@@ -1,6 +1,9 @@
 //! Server-to-client traffic: requests a server sends to nod, the `Responder` that answers
 //! one of them from any thread, and the `InboundHandler` a surface supplies.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crossbeam_channel::Sender;
 use serde_json::{Value, json};
 
@@ -25,17 +28,24 @@ pub struct Responder {
     commands: Sender<Command>,
     conn: ConnId,
     id: Option<Value>,
+    /// Set when the server cancels its own request (CAN-5): nod no longer answers or acts.
+    cancelled: Arc<AtomicBool>,
 }
 
 impl Responder {
-    pub(super) fn new(commands: Sender<Command>, conn: ConnId, id: Value) -> Responder {
-        Responder { commands, conn, id: Some(id) }
+    pub(super) fn new(commands: Sender<Command>, conn: ConnId, id: Value, cancelled: Arc<AtomicBool>) -> Responder {
+        Responder { commands, conn, id: Some(id), cancelled }
     }
 
     pub fn respond(mut self, result: Result<Value, ResponseError>) {
         if let Some(id) = self.id.take() {
             let _ = self.commands.send(Command::Respond { conn: self.conn, id, result });
         }
+    }
+
+    /// Whether the server cancelled this request: a surface should drop it unanswered.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
     }
 }
 

@@ -22,7 +22,7 @@ pub use client::{Engine, PendingCall, Request};
 pub use inbound::{InboundHandler, NoInbound, Responder, ServerRequest};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -130,6 +130,10 @@ pub enum CallError {
     /// The transport could not deliver this one request (an HTTP status, a refused
     /// connection, a stream that ended before its answer); the connection itself lives on.
     Transport(Arc<TransportError>),
+    /// The server answered with something that is not a valid answer to the method.
+    Invalid { method: &'static str, why: &'static str },
+    /// The server did not declare the capability the method needs; nothing was sent.
+    NotOffered(&'static str),
 }
 
 impl std::fmt::Display for CallError {
@@ -140,6 +144,10 @@ impl std::fmt::Display for CallError {
             CallError::Cancelled(reason) => write!(f, "cancelled ({reason})"),
             CallError::Disconnected(cause) => write!(f, "{cause}"),
             CallError::Transport(cause) => write!(f, "{cause}"),
+            CallError::Invalid { method, why } => write!(f, "the server's answer to {method} {why}"),
+            CallError::NotOffered(capability) => {
+                write!(f, "the server does not offer {capability} (it declared no {capability} capability)")
+            }
             CallError::TooLarge(n) => write!(
                 f,
                 "the request is {n} bytes, over the {} MiB frame limit; nothing was sent",
@@ -205,11 +213,14 @@ pub(crate) struct Dispatcher {
     registry: Arc<Registry>,
     conns: HashMap<ConnId, Conn>,
     commands: Sender<Command>,
+    /// Server requests not answered yet, by connection and id (as JSON text), with the flag
+    /// that a cancellation from the server sets.
+    inbound: HashMap<(ConnId, String), Arc<AtomicBool>>,
 }
 
 impl Dispatcher {
     pub(crate) fn new(registry: Arc<Registry>, commands: Sender<Command>) -> Dispatcher {
-        Dispatcher { registry, conns: HashMap::new(), commands }
+        Dispatcher { registry, conns: HashMap::new(), commands, inbound: HashMap::new() }
     }
 
     pub(crate) fn run(mut self, commands: Receiver<Command>, reports: Receiver<Report>) {
@@ -311,6 +322,10 @@ impl Dispatcher {
                 }
             }
             Command::Respond { conn, id, result } => {
+                let cancelled = self.inbound.remove(&(conn, id.to_string()));
+                if cancelled.is_some_and(|c| c.load(Ordering::SeqCst)) {
+                    return;
+                }
                 if let Some(state) = self.conns.get_mut(&conn) {
                     state.send_frame(jsonrpc::encode_response(&id, &result));
                 }
@@ -381,6 +396,13 @@ impl Dispatcher {
             match msg {
                 Message::Response { id, result } => self.response(conn, id, result),
                 Message::Request { id, method, params } => self.server_request(conn, id, method, params),
+                Message::Invalid { id, why } => {
+                    if let Some(state) = self.conns.get_mut(&conn) {
+                        log::debug!("server {} sent an invalid request ({why}); answered -32600", state.name);
+                        let error = ResponseError::new(jsonrpc::INVALID_REQUEST, format!("invalid request: {why}"));
+                        state.send_frame(jsonrpc::encode_response(&id, &Err(error)));
+                    }
+                }
                 Message::Notification { method, params } => self.notification(conn, &method, params),
             }
         }
@@ -423,7 +445,9 @@ impl Dispatcher {
             state.send_frame(jsonrpc::encode_response(&id, &Ok(json!({}))));
             return;
         }
-        let responder = Responder::new(self.commands.clone(), conn, id);
+        let cancelled = Arc::new(AtomicBool::new(false));
+        self.inbound.insert((conn, id.to_string()), cancelled.clone());
+        let responder = Responder::new(self.commands.clone(), conn, id, cancelled);
         let req = ServerRequest { server: state.name.clone(), version: state.version, method: method_name, params };
         state.handler.request(req, responder);
     }
@@ -436,6 +460,18 @@ impl Dispatcher {
             // Progress in a batch (2025-03-26); otherwise workers deliver it themselves.
             method::PROGRESS => crate::transport::Router::progress(&*self.registry, conn, &params),
             method::MESSAGE => log_server_message(state, &params),
+            // The server withdraws a request it sent (CAN-5): it gets no answer, and the
+            // surface that holds it sees `Responder::is_cancelled`.
+            method::CANCELLED => {
+                // The entry stays until the responder answers or drops, so that answer is
+                // recognized and withheld.
+                if let Some(id) = params.get("requestId")
+                    && let Some(flag) = self.inbound.get(&(conn, id.to_string()))
+                {
+                    flag.store(true, Ordering::SeqCst);
+                    log::debug!("server {} cancelled its request {id}", state.name);
+                }
+            }
             method::TOOLS_CHANGED => bump(&state.shared.tools_epoch),
             method::RESOURCES_CHANGED => bump(&state.shared.resources_epoch),
             method::PROMPTS_CHANGED => bump(&state.shared.prompts_epoch),
@@ -460,6 +496,7 @@ impl Dispatcher {
     }
 
     fn detach(&mut self, conn: ConnId) -> Option<WorkerHandle> {
+        self.inbound.retain(|(c, _), _| *c != conn);
         let cause = Arc::new(TransportError::ClosedByClient);
         let entries = {
             let mut table = self.registry.lock();

@@ -21,8 +21,12 @@ struct Conn {
 }
 
 fn connect() -> Conn {
+    connect_with(Arc::new(NoInbound))
+}
+
+fn connect_with(handler: Arc<dyn super::InboundHandler>) -> Conn {
     let engine = Engine::start();
-    let (conn, shared, link) = engine.register("mem", Arc::new(NoInbound));
+    let (conn, shared, link) = engine.register("mem", handler);
     let (worker, peer) = memory::spawn(link);
     engine.attach(conn, &shared, worker);
     Conn { engine, conn, shared, peer }
@@ -285,4 +289,49 @@ fn shutdown_during_a_flood_ends_promptly() {
         assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
     });
     assert!(matches!(outcome(&pending), Err(CallError::Cancelled(_))));
+}
+
+/// A handler that keeps each request's responder for the test to use.
+struct Holding(crossbeam_channel::Sender<super::Responder>);
+
+impl super::InboundHandler for Holding {
+    fn request(&self, _: super::ServerRequest, responder: super::Responder) {
+        let _ = self.0.send(responder);
+    }
+}
+
+/// A server that cancels its own request (an elicitation, say) gets no answer to it, and
+/// the surface holding it can see that it was cancelled (CAN-5).
+#[test]
+fn a_request_the_server_cancelled_is_never_answered() {
+    let (tx, held) = crossbeam_channel::unbounded();
+    let c = connect_with(Arc::new(Holding(tx)));
+    c.peer.send(&json!({ "jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": {} }));
+    let responder = held.recv_timeout(WAIT).expect("the request reached the handler");
+    c.peer.send(&json!({ "jsonrpc": "2.0", "method": method::CANCELLED, "params": { "requestId": "e1" } }));
+    // The server's ping, answered in order, proves the cancellation was handled before it.
+    c.peer.send(&json!({ "jsonrpc": "2.0", "id": "p1", "method": "ping" }));
+    assert_eq!(c.peer.frame(WAIT).expect("the ping's answer")["id"], "p1");
+    assert!(responder.is_cancelled());
+    responder.respond(Ok(json!({ "action": "accept" })));
+    // Another request answered normally shows the answer above was dropped, not delayed.
+    c.peer.send(&json!({ "jsonrpc": "2.0", "id": "e2", "method": "elicitation/create", "params": {} }));
+    let second = held.recv_timeout(WAIT).expect("the second request");
+    assert!(!second.is_cancelled());
+    second.respond(Ok(json!({ "action": "decline" })));
+    let answer = c.peer.frame(WAIT).expect("an answer");
+    assert_eq!(answer["id"], "e2", "only the second request is answered: {answer}");
+}
+
+/// Malformed server requests are answered -32600 with their id, never ignored (ERR-1).
+#[test]
+fn a_malformed_server_request_gets_invalid_request() {
+    let c = connect();
+    c.peer.send(&json!({ "jsonrpc": "2.0", "id": 9, "method": "roots/list", "params": "nope" }));
+    c.peer.send(&json!({ "jsonrpc": "2.0", "id": "no-method" }));
+    for id in [json!(9), json!("no-method")] {
+        let answer = c.peer.frame(WAIT).expect("an answer");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
 }

@@ -25,6 +25,12 @@ pub enum Message {
         id: Option<Value>,
         result: Result<Value, ResponseError>,
     },
+    /// A request nod cannot read (params that are not an object, no method): it still has
+    /// an id, so it is answered -32600 rather than ignored (ERR-1).
+    Invalid {
+        id: Value,
+        why: &'static str,
+    },
 }
 
 /// A JSON-RPC error object.
@@ -122,13 +128,24 @@ pub fn from_value(value: Value) -> Result<Message, DecodeError> {
     };
     if let Some(method) = obj.remove("method") {
         let Value::String(method) = method else {
-            return Err(DecodeError::Invalid("method is not a string"));
+            return match id {
+                Some(id) => Ok(Message::Invalid { id, why: "method is not a string" }),
+                None => Err(DecodeError::Invalid("method is not a string")),
+            };
         };
         let params = match obj.remove("params") {
             None => Value::Null,
-            Some(params @ (Value::Object(_) | Value::Array(_))) => params,
+            Some(params @ Value::Object(_)) => params,
+            // JSON-RPC allows arrays; MCP's requests take an object.
+            Some(Value::Array(_)) if id.is_some() => {
+                return Ok(Message::Invalid { id: id.expect("checked"), why: "params is not an object" });
+            }
+            Some(params @ Value::Array(_)) => params,
             Some(_) => {
-                return Err(DecodeError::Invalid("params is neither an object nor an array"));
+                return match id {
+                    Some(id) => Ok(Message::Invalid { id, why: "params is not an object" }),
+                    None => Err(DecodeError::Invalid("params is neither an object nor an array")),
+                };
             }
         };
         return Ok(match id {
@@ -146,7 +163,10 @@ pub fn from_value(value: Value) -> Result<Message, DecodeError> {
             Ok(Message::Response { id, result: Err(error) })
         }
         (Some(_), Some(_)) => Err(DecodeError::Invalid("both result and error")),
-        (None, None) => Err(DecodeError::Invalid("neither method, result nor error")),
+        (None, None) => match id {
+            Some(id) => Ok(Message::Invalid { id, why: "a request without a method" }),
+            None => Err(DecodeError::Invalid("neither method, result nor error")),
+        },
     }
 }
 
@@ -234,6 +254,21 @@ mod tests {
             assert!(decode(bad.as_bytes(), false).is_err(), "{bad}");
         }
         assert_eq!(decode(b"hello", false), Err(DecodeError::NotJson));
+    }
+
+    #[test]
+    fn malformed_requests_keep_their_id() {
+        for (text, why) in [
+            (r#"{"jsonrpc":"2.0","id":5,"method":"x","params":7}"#, "params is not an object"),
+            (r#"{"jsonrpc":"2.0","id":"a","method":"x","params":[1]}"#, "params is not an object"),
+            (r#"{"jsonrpc":"2.0","id":6,"method":3}"#, "method is not a string"),
+            (r#"{"jsonrpc":"2.0","id":7}"#, "a request without a method"),
+        ] {
+            match one(text) {
+                Message::Invalid { why: got, .. } => assert_eq!(got, why, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 
     #[test]

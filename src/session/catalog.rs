@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use serde_json::{Value, json};
 
 use super::Session;
+use crate::dispatch::CallError;
+use crate::jsonrpc::METHOD_NOT_FOUND;
 use crate::mcp::method;
 
 /// A listing that needs more pages than this is refused: it is a loop or a flood.
@@ -70,6 +72,27 @@ impl Kind {
 pub struct Listing {
     pub items: Vec<Value>,
     pub rejected: Vec<String>,
+    /// Tools that are listed but cannot be used, by name, with the reason: a schema in
+    /// another dialect or invalid against its meta-schema.
+    pub unusable: Vec<(String, String)>,
+}
+
+impl Listing {
+    /// Why the tool `name` cannot be used, if it cannot.
+    pub fn unusable(&self, name: &str) -> Option<&str> {
+        self.unusable.iter().find(|(n, _)| n == name).map(|(_, why)| why.as_str())
+    }
+
+    /// The item called `name` (tools, prompts) or with that uri.
+    pub fn find(&self, name: &str) -> Option<&Value> {
+        self.items.iter().find(|i| i.get("name").and_then(Value::as_str) == Some(name))
+    }
+}
+
+/// Whether a tool requires MCP Tasks (`execution.taskSupport: "required"`), which nod does
+/// not implement: it is listed, marked, and never called.
+pub fn requires_task(tool: &Value) -> bool {
+    tool.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required")
 }
 
 #[derive(Default)]
@@ -86,7 +109,7 @@ pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Arc<Listing>> {
 /// during first discovery).
 pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Arc<Listing>> {
     if !session.has(kind.capability()) {
-        return Ok(Arc::default());
+        bail!("{}: {}", kind.method(), crate::dispatch::CallError::NotOffered(kind.capability()));
     }
     let epoch = kind.epoch(session).load(Ordering::SeqCst);
     if let Ok(cache) = session.cache().lock()
@@ -109,14 +132,30 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
         let timeout = session.operation_timeout.min(deadline.saturating_duration_since(Instant::now()));
-        let mut page =
-            session.request_with(kind.method(), params, timeout).map_err(|e| anyhow!("{}: {e}", kind.method()))?;
+        let mut page = match session.request_with(kind.method(), params, timeout) {
+            Ok(page) => page,
+            // A server that declares the capability but has no handler for this listing (the
+            // Python SDK's low-level server without templates): the listing is empty.
+            Err(CallError::Rpc(error)) if error.code == METHOD_NOT_FOUND && cursor.is_none() => {
+                log::debug!("server {}: {} is not implemented; taken as empty", session.name, kind.method());
+                return Ok(listing);
+            }
+            Err(err) => bail!("{}: {err}", kind.method()),
+        };
         let Some(Value::Array(items)) = page.get_mut(kind.key()).map(Value::take) else {
             bail!("{}: the answer has no {} array", kind.method(), kind.key());
         };
         for item in items {
             match check(kind, &item) {
-                Ok(()) => listing.items.push(item),
+                Ok(()) => {
+                    if kind == Kind::Tools
+                        && let Some(why) = tool_problem(&item)
+                    {
+                        let name = item["name"].as_str().unwrap_or("").to_string();
+                        listing.unusable.push((name, why));
+                    }
+                    listing.items.push(item);
+                }
                 Err(why) => listing.rejected.push(why.to_string()),
             }
         }
@@ -180,6 +219,12 @@ fn check(kind: Kind, item: &Value) -> Result<(), Rejected> {
         Kind::Templates => text("uriTemplate").map(drop).ok_or(Rejected::Nameless("a template without a uriTemplate")),
         Kind::Prompts => text("name").map(drop).ok_or(Rejected::Nameless("a prompt without a name")),
     }
+}
+
+/// A listed tool's schemas, checked against their dialect's meta-schema.
+fn tool_problem(tool: &Value) -> Option<String> {
+    let input = super::schema::problem("inputSchema", &tool["inputSchema"]);
+    input.or_else(|| tool.get("outputSchema").and_then(|schema| super::schema::problem("outputSchema", schema)))
 }
 
 fn depth(value: &Value) -> usize {

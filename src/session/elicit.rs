@@ -40,6 +40,8 @@ pub struct InputRequired {
     pub message: String,
     pub requested_schema: Option<Value>,
     pub url: Option<String>,
+    /// URL mode: the id the server gave this elicitation.
+    pub elicitation_id: Option<String>,
 }
 
 impl InputRequired {
@@ -51,6 +53,9 @@ impl InputRequired {
         }
         if let Some(url) = &self.url {
             out["url"] = json!(url);
+        }
+        if let Some(id) = &self.elicitation_id {
+            out["elicitationId"] = json!(id);
         }
         out
     }
@@ -96,8 +101,10 @@ impl InboundHandler for PolicyHandler {
             Policy::Cancel => json!({ "action": "cancel" }),
             Policy::Fail => {
                 let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
+                let elicitation_id = req.params.get("elicitationId").and_then(Value::as_str).map(str::to_string);
                 let schema = if mode == "form" { schema } else { None };
-                let input = InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url };
+                let input =
+                    InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url, elicitation_id };
                 match &self.input_required {
                     Some(tx) => {
                         if let Err(unsent) = tx.send(Asked { input, responder }) {
@@ -109,7 +116,17 @@ impl InboundHandler for PolicyHandler {
                 return;
             }
             Policy::Defaults if mode == "form" => match defaults(schema.as_ref()) {
-                Ok(content) => json!({ "action": "accept", "content": content }),
+                // The made-up answer must satisfy the requested schema (ELI-10).
+                Ok(content) => match schema.as_ref().map(|s| super::schema::check_instance(s, &content)) {
+                    Some(Err((field, why))) => {
+                        log::warn!(
+                            "server {}: elicitation declined: the default of {field} does not fit the requested schema ({why})",
+                            req.server
+                        );
+                        json!({ "action": "decline" })
+                    }
+                    _ => json!({ "action": "accept", "content": content }),
+                },
                 Err(MissingDefault(field)) => {
                     log::warn!("server {}: elicitation declined: required field {field:?} has no default", req.server);
                     json!({ "action": "decline" })

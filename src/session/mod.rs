@@ -5,6 +5,8 @@
 
 pub mod catalog;
 pub mod elicit;
+pub mod envelope;
+pub mod schema;
 pub mod fleet;
 pub mod supervisor;
 
@@ -158,24 +160,18 @@ impl Session {
 
     fn initialize(&mut self, deadline: Instant) -> anyhow::Result<()> {
         let mut offer = Version::LATEST;
-        let mut retried = false;
+        let mut named = false;
         let result = loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             match self.handshake(offer, remaining) {
                 Ok(result) => break result,
-                // A server may name the versions it supports in the error (VER-4).
-                Err(CallError::Rpc(error)) if !retried => {
-                    let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
-                    let fallback =
-                        supported.into_iter().flatten().filter_map(|v| v.as_str().and_then(Version::parse)).max();
-                    match fallback {
-                        Some(version) if version != offer => {
-                            offer = version;
-                            retried = true;
-                        }
-                        _ => return Err(initialize_error(CallError::Rpc(error))),
+                Err(CallError::Rpc(error)) => match next_offer(offer, &error, &mut named) {
+                    Some(next) => {
+                        log::debug!("server {}: initialize with {offer} refused; offering {next}", self.name);
+                        offer = next;
                     }
-                }
+                    None => return Err(initialize_error(CallError::Rpc(error))),
+                },
                 Err(err) => return Err(initialize_error(err)),
             }
         };
@@ -276,7 +272,11 @@ impl Session {
     ) -> Call {
         let policy = progress.clone().map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
         let req = Request { method: method_name, params: params.as_deref(), timeout, progress: policy, group };
-        let pending = self.engine.start_call(self.conn, &self.shared, req);
+        // A method the server never declared is not sent (LC-8).
+        let pending = match envelope::capability(method_name).filter(|c| !self.has(c)) {
+            Some(capability) => PendingCall::failed(self.engine.next_call(), CallError::NotOffered(capability)),
+            None => self.engine.start_call(self.conn, &self.shared, req),
+        };
         let params = if self.remote { params } else { None };
         Call { pending, method: method_name, params, timeout, progress, group, replayed: false }
     }
@@ -284,6 +284,12 @@ impl Session {
     /// What a finished call means: its result, or `None` when the server had forgotten the
     /// session and the call now runs again on a new one (keep waiting on `call.updates()`).
     pub fn settle(&self, call: &mut Call, result: Result<Value, CallError>) -> Option<Result<Value, CallError>> {
+        if let Ok(value) = &result {
+            return Some(match envelope::check(call.method, value) {
+                Ok(()) => result,
+                Err(why) => Err(CallError::Invalid { method: call.method, why }),
+            });
+        }
         let generation = match &result {
             Err(CallError::Transport(cause)) => match **cause {
                 TransportError::SessionExpired { generation } if !call.replayed && self.remote => generation,
@@ -383,13 +389,45 @@ fn resolve_headers(remote: &crate::config::RemoteConfig) -> anyhow::Result<Vec<(
     Ok(headers)
 }
 
+/// The version to offer after `initialize` offering `offer` was refused with `error`: one the
+/// server names in `error.data.supported` (VER-4; once), else, when the refusal is about the
+/// version (-32602 or -32022) and names none, the next older revision down to 2025-03-26.
+fn next_offer(offer: Version, error: &crate::jsonrpc::ResponseError, named: &mut bool) -> Option<Version> {
+    let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
+    if let Some(supported) = supported {
+        let best = supported.iter().filter_map(|v| v.as_str().and_then(Version::parse)).max();
+        return match best {
+            Some(version) if version != offer && !*named => {
+                *named = true;
+                Some(version)
+            }
+            _ => None,
+        };
+    }
+    if !matches!(error.code, -32602 | -32022) {
+        return None;
+    }
+    match offer {
+        Version::V2025_11_25 => Some(Version::V2025_06_18),
+        Version::V2025_06_18 => Some(Version::V2025_03_26),
+        _ => None,
+    }
+}
+
+/// Whether a refusal says the server speaks MCP 2026-07-28.
+fn names_2026(error: &crate::jsonrpc::ResponseError) -> bool {
+    let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
+    supported.is_some_and(|s| s.iter().any(|v| v.as_str().is_some_and(|v| v.starts_with("2026-"))))
+        || error.message.contains("2026-07-28")
+}
+
 fn initialize_error(err: CallError) -> anyhow::Error {
     match err {
         CallError::Timeout(after) => {
             anyhow!("no answer to initialize within {} (startup_timeout_ms)", crate::util::seconds(after))
         }
-        // Servers of MCP 2026-07-28 refuse the 2025 handshake with these codes.
-        CallError::Rpc(error) if matches!(error.code, -32020 | -32022 | -32601) => anyhow!(
+        // Only when the server says so: it speaks MCP 2026-07-28.
+        CallError::Rpc(error) if names_2026(&error) => anyhow!(
             "the server requires a newer MCP revision (2026-07-28), which nod does not implement; it said: {}",
             crate::util::one_line(&error.message)
         ),

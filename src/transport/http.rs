@@ -100,6 +100,8 @@ pub(super) struct Shared {
     /// Legacy mode: the endpoint to POST to, once the event stream announced it.
     pub legacy: Mutex<Option<Legacy>>,
     pub get_running: AtomicBool,
+    /// The status of the initialize POST that made an http entry fall back to legacy SSE.
+    pub fallback_from: std::sync::atomic::AtomicU16,
     idle: Mutex<Vec<ureq::Agent>>,
     active: Mutex<HashMap<StreamKey, ureq::Agent>>,
     cancelled: Mutex<HashSet<StreamKey>>,
@@ -137,6 +139,7 @@ impl Shared {
             reported: AtomicBool::new(false),
             legacy: Mutex::new(None),
             get_running: AtomicBool::new(false),
+            fallback_from: std::sync::atomic::AtomicU16::new(0),
             idle: Mutex::new(Vec::new()),
             active: Mutex::new(HashMap::new()),
             cancelled: Mutex::new(HashSet::new()),

@@ -188,6 +188,7 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]
                     "server {}: initialize got HTTP {status}; trying the legacy HTTP+SSE transport",
                     shared.name()
                 );
+                shared.fallback_from.store(status, Ordering::SeqCst);
                 start_legacy(shared, &shared.url.clone());
                 shared.post(Post::Legacy { id: Some(id), frame: frame.to_vec() });
             }

@@ -57,7 +57,15 @@ fn legacy_stream(shared: &Arc<Shared>, sse_url: &str) -> Option<TransportError> 
             Ok(resp) if resp.status().as_u16() == 401 => {
                 return Some(TransportError::Unauthorized { status: 401, cause: None });
             }
-            Ok(resp) => return Some(TransportError::Http { status: resp.status().as_u16() }),
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let post = shared.fallback_from.load(std::sync::atomic::Ordering::SeqCst);
+                // Falling back was a guess: the POST's answer is what the user must see.
+                return Some(match post {
+                    0 => TransportError::Http { status },
+                    post => TransportError::NoTransport { post, get: status },
+                });
+            }
             Err(err) => return Some(net_error(err)),
         }
     };

@@ -160,6 +160,8 @@ pub enum TransportError {
     ClosedByClient,
     /// The server answered with an HTTP status nod cannot go past.
     Http { status: u16 },
+    /// initialize got HTTP `post`, and the legacy HTTP+SSE stream tried after it HTTP `get`.
+    NoTransport { post: u16, get: u16 },
     /// The server answered 401 (or 403) and the credentials could not fix it.
     Unauthorized { status: u16, cause: Option<AuthFailure> },
     /// The server no longer knows the session (a 404 to a request that carried one). The
@@ -200,6 +202,11 @@ impl std::fmt::Display for TransportError {
             }
             TransportError::ClosedByClient => f.write_str("connection closed"),
             TransportError::Http { status } => f.write_str(&http_status(*status)),
+            TransportError::NoTransport { post, get } => write!(
+                f,
+                "{} (to initialize); a legacy HTTP+SSE stream is not there either (HTTP {get})",
+                http_status(*post)
+            ),
             TransportError::Unauthorized { status, cause: Some(cause) } => write!(f, "HTTP {status}: {cause}"),
             TransportError::Unauthorized { status, cause: None } => f.write_str(&http_status(*status)),
             TransportError::SessionExpired { .. } => f.write_str("the server ended the session (HTTP 404)"),

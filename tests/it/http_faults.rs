@@ -422,7 +422,8 @@ fn http_trace_logging_never_shows_configured_credentials() {
 fn http_newer_revision_server_is_reported_and_not_treated_as_legacy() {
     let fx = Fixture::start(|req| match req.rpc() {
         Some("initialize") => Reply::json(&json!({
-            "jsonrpc": "2.0", "id": req.id(), "error": { "code": -32022, "message": "unsupported" },
+            "jsonrpc": "2.0", "id": req.id(),
+            "error": { "code": -32022, "message": "unsupported", "data": { "supported": ["2026-07-28"] } },
         }))
         .code(400),
         _ => standard(req),
@@ -450,6 +451,10 @@ fn legacy_server(endpoint: &str) -> Fixture {
         let answer = match req.rpc() {
             Some("initialize") => Some(result_msg(req, init_result(req))),
             Some("tools/call") => Some(result_msg(req, text_result("legacy ok"))),
+            Some("tools/list") => Some(result_msg(
+                req,
+                json!({ "tools": [{ "name": "echo", "inputSchema": { "type": "object" } }] }),
+            )),
             _ => None,
         };
         if let Some(answer) = answer {
@@ -472,7 +477,11 @@ fn http_legacy_sse_server_is_found_after_a_404_to_initialize() {
     assert_eq!(get.path, "/mcp", "{wire:#?}");
     assert!(get.header("accept").is_some_and(|a| a.contains("text/event-stream")), "{wire:#?}");
     let posted: Vec<Option<&str>> = requests.iter().filter(|r| r.path == "/messages?s=1").map(|r| r.rpc()).collect();
-    assert_eq!(posted, [Some("initialize"), Some("notifications/initialized"), Some("tools/call")], "{wire:#?}");
+    assert_eq!(
+        posted,
+        [Some("initialize"), Some("notifications/initialized"), Some("tools/list"), Some("tools/call")],
+        "{wire:#?}"
+    );
     assert_eq!(requests.iter().filter(|r| r.method == "POST" && r.path == "/mcp").count(), 1, "{wire:#?}");
 }
 

@@ -13,7 +13,8 @@ fn initialize_offers_2025_11_25_as_nod_then_sends_initialized_first() {
     env.nod(["mcp", "tool", "call", SERVER, "echo", r#"{"message":"x"}"#]).run().code(0);
     let wire = env.wire();
     let methods: Vec<&str> = wire.iter().filter_map(|m| m["method"].as_str()).collect();
-    assert_eq!(methods, ["initialize", "notifications/initialized", "tools/call"], "{wire:?}");
+    // The listing before the call lets nod refuse tools it cannot use (SCH-2, tasks).
+    assert_eq!(methods, ["initialize", "notifications/initialized", "tools/list", "tools/call"], "{wire:?}");
     let init = &wire[0];
     assert_eq!(init["jsonrpc"], "2.0");
     assert_eq!(init["params"]["protocolVersion"], "2025-11-25", "{init}");
