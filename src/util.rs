@@ -276,7 +276,15 @@ fn is_unsafe_control(c: char) -> bool {
 /// spaces, and bidirectional controls (which reorder what a terminal shows) U+FFFD.
 pub fn one_line(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { ' ' } else if is_unsafe_control(c) { '\u{FFFD}' } else { c })
+        .map(|c| {
+            if c.is_control() {
+                ' '
+            } else if is_unsafe_control(c) {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 

@@ -318,7 +318,10 @@ fn jsonl(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -> 
                     return report_input_required(&input, false);
                 }
                 Outcome::Failed(err) => {
-                    lost |= matches!(err, CallError::Disconnected(_) | CallError::Invalid { .. } | CallError::NotOffered(_));
+                    lost |= matches!(
+                        err,
+                        CallError::Disconnected(_) | CallError::Invalid { .. } | CallError::NotOffered(_)
+                    );
                     (error_json(&err, ctx), true)
                 }
                 Outcome::InputRequired(request) => {

@@ -19,6 +19,11 @@ mod pending;
 mod tests;
 
 pub use client::{Engine, PendingCall, Request};
+
+/// An instant so far ahead that it never comes (for "no deadline" without overflow).
+pub fn far_future(now: Instant) -> Instant {
+    pending::checked_deadline(now, Duration::MAX)
+}
 pub use inbound::{InboundHandler, NoInbound, Responder, ServerRequest};
 
 use std::collections::HashMap;

@@ -101,8 +101,11 @@ pub(crate) struct Cache {
 }
 
 /// Lists `kind` to the end. A cached listing is reused until a `list_changed` arrives.
+/// Errors name the server.
 pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Arc<Listing>> {
-    list_until(session, kind, Instant::now() + session.operation_timeout * MAX_PAGES as u32)
+    let deadline = Instant::now().checked_add(session.operation_timeout * MAX_PAGES as u32);
+    let deadline = deadline.unwrap_or_else(|| crate::dispatch::far_future(Instant::now()));
+    list_until(session, kind, deadline).map_err(|e| e.context(format!("server {}", session.name)))
 }
 
 /// Like `list`, with every page's request also bounded by `deadline` (the startup deadline

@@ -103,8 +103,14 @@ impl InboundHandler for PolicyHandler {
                 let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
                 let elicitation_id = req.params.get("elicitationId").and_then(Value::as_str).map(str::to_string);
                 let schema = if mode == "form" { schema } else { None };
-                let input =
-                    InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url, elicitation_id };
+                let input = InputRequired {
+                    server: req.server.clone(),
+                    mode,
+                    message,
+                    requested_schema: schema,
+                    url,
+                    elicitation_id,
+                };
                 match &self.input_required {
                     Some(tx) => {
                         if let Err(unsent) = tx.send(Asked { input, responder }) {

@@ -38,7 +38,9 @@ pub fn check(method_name: &str, result: &Value) -> Result<(), &'static str> {
             Some(false) => return Err("has messages that are not an array"),
             Some(true) => {
                 let messages = obj["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
-                if !messages.iter().all(|m| m.get("role").is_some_and(Value::is_string) && m.get("content").is_some_and(Value::is_object)) {
+                if !messages.iter().all(|m| {
+                    m.get("role").is_some_and(Value::is_string) && m.get("content").is_some_and(Value::is_object)
+                }) {
                     return Err("has a message without a role or content");
                 }
             }

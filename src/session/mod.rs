@@ -6,8 +6,8 @@
 pub mod catalog;
 pub mod elicit;
 pub mod envelope;
-pub mod schema;
 pub mod fleet;
+pub mod schema;
 pub mod supervisor;
 
 use std::sync::{Arc, Mutex};

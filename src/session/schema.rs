@@ -99,13 +99,24 @@ mod tests {
 
     #[test]
     fn schema_problems() {
-        assert_eq!(problem("inputSchema", &json!({ "type": "object", "properties": { "a": { "type": "string" } } })), None);
+        assert_eq!(
+            problem("inputSchema", &json!({ "type": "object", "properties": { "a": { "type": "string" } } })),
+            None
+        );
         assert!(problem("inputSchema", &json!({ "type": "object", "properties": { "a": { "type": 5 } } })).is_some());
-        assert!(problem("inputSchema", &json!({ "$schema": "http://json-schema.org/draft-04/schema#", "type": "object" }))
-            .unwrap()
-            .contains("draft-04"));
+        assert!(
+            problem("inputSchema", &json!({ "$schema": "http://json-schema.org/draft-04/schema#", "type": "object" }))
+                .unwrap()
+                .contains("draft-04")
+        );
         // A remote $ref is neither fetched nor a problem in itself.
-        assert_eq!(problem("inputSchema", &json!({ "type": "object", "properties": { "a": { "$ref": "https://example.com/a.json" } } })), None);
+        assert_eq!(
+            problem(
+                "inputSchema",
+                &json!({ "type": "object", "properties": { "a": { "$ref": "https://example.com/a.json" } } })
+            ),
+            None
+        );
     }
 
     #[test]

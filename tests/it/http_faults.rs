@@ -409,13 +409,131 @@ fn http_trace_logging_never_shows_configured_credentials() {
     let fx = Fixture::start(failing_calls);
     let env = credentialed(&fx);
     for args in [&["mcp", "tool", "list", NAME][..], &["mcp", "tool", "call", NAME, "echo", "{}"]] {
-        for level in ["debug", "trace"] {
+        // Every spelling that once turned on the HTTP stack's raw dumps.
+        for level in [
+            "debug",
+            "trace",
+            "ureq",
+            "ureq_proto",
+            "nod=debug,ureq",
+            "ureq=trace",
+            "ureq_proto::client=trace",
+            "rustls",
+        ] {
             let out = with_credentials(&env, args).env("NOD_LOG", level).run();
             out.within(10.0);
             assert_no_canary(&out);
         }
     }
     assert!(fx.requests().iter().all(|r| r.header("x-env") == Some(CANARIES[1])), "{:#?}", fx.summary());
+}
+
+/// A server that echoes what it was sent (every header) into its errors and its name: no
+/// configured secret reaches the output, whether the error is a JSON-RPC error, a tool
+/// result with isError, one call or a --jsonl stream, or the health output.
+#[test]
+fn http_secrets_a_server_echoes_back_are_never_printed() {
+    fn echoed(req: &Request) -> String {
+        req.headers.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    }
+    let fx = Fixture::start(|req| match req.rpc() {
+        Some("initialize") => {
+            let version = req.json["params"]["protocolVersion"].clone();
+            Reply::result(
+                req,
+                json!({ "protocolVersion": version, "capabilities": { "tools": {} },
+                "serverInfo": { "name": echoed(req), "version": echoed(req) } }),
+            )
+            .header("Mcp-Session-Id", "s1")
+        }
+        Some("tools/call") if req.json["params"]["arguments"]["rpc"] == true => Reply::json(&json!({
+            "jsonrpc": "2.0", "id": req.id(),
+            "error": { "code": -32000, "message": echoed(req), "data": { "headers": echoed(req) } },
+        })),
+        Some("tools/call") => {
+            Reply::result(req, json!({ "content": [{ "type": "text", "text": echoed(req) }], "isError": true }))
+        }
+        _ => standard(req),
+    });
+    let env = credentialed(&fx);
+    let runs: [(&[&str], Option<&str>); 6] = [
+        (&["mcp", "tool", "call", NAME, "echo", r#"{"rpc":true}"#], None),
+        (&["mcp", "tool", "call", NAME, "echo", "{}"], None),
+        (&["mcp", "tool", "call", NAME, "echo", "{}", "--json"], None),
+        (&["mcp", "tool", "call", NAME, "echo", "--jsonl"], Some("{\"rpc\":true}\n{}\n")),
+        (&["mcp", "list", "--connect"], None),
+        (&["mcp", "list", "--connect", "--json"], None),
+    ];
+    for (args, input) in runs {
+        let mut cmd = with_credentials(&env, args).timeout(20);
+        if let Some(input) = input {
+            cmd = cmd.stdin(input);
+        }
+        let out = cmd.run();
+        out.within(10.0);
+        assert_no_canary(&out);
+    }
+    // The server did see them: the test would catch an echo.
+    assert!(fx.requests().iter().any(|r| r.header("authorization") == Some("Bearer token-canary-3")));
+}
+
+/// A 303 to a POST is followed with GET, as HTTP says.
+#[test]
+fn http_303_after_a_post_is_followed_with_get() {
+    let fx = Fixture::start(|req| match (req.method.as_str(), req.rpc()) {
+        ("POST", Some("tools/call")) => Reply::status(303).header("Location", "/answers/1"),
+        ("GET", _) if req.path == "/answers/1" => Reply::json(&json!({
+            "jsonrpc": "2.0", "id": 3, "result": { "content": [{ "type": "text", "text": "seen other" }] },
+        })),
+        _ => standard(req),
+    });
+    let env = Env::new();
+    remote(&env, &fx, "/mcp", json!({}));
+    call(&env, "echo").code(0).within(10.0).stdout_has("seen other");
+    let get = fx.requests().into_iter().find(|r| r.path == "/answers/1").expect("the GET");
+    assert_eq!(get.method, "GET", "{:#?}", fx.summary());
+}
+
+/// When initialize gets a 404 and the legacy transport is not there either, the error
+/// reports the 404 the server gave to initialize.
+#[test]
+fn http_a_failed_fallback_reports_the_status_initialize_got() {
+    let fx = Fixture::start(|req| match req.method.as_str() {
+        "POST" => Reply::status(404).body("text/html", "<h1>no</h1>"),
+        _ => Reply::status(405),
+    });
+    let env = Env::new();
+    remote(&env, &fx, "/mcp", json!({ "startup_timeout_ms": 5000 }));
+    let out = call(&env, "echo");
+    out.code(2).within(10.0).stderr_line_has(&["server web", "HTTP 404", "legacy", "HTTP 405"]);
+}
+
+/// A server that closes its stream after every event, with an event store (the Python SDK's
+/// close_sse_stream()), is resumed for as long as it makes progress: more than five times.
+#[test]
+fn http_a_stream_closed_after_every_event_is_resumed_as_long_as_it_progresses() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let gets = AtomicUsize::new(0);
+    let fx = Fixture::start(move |req| match (req.method.as_str(), req.rpc()) {
+        ("POST", Some("tools/call")) => Reply::sse(&["id: e0\nretry: 10\ndata:\n\n"]),
+        ("GET", _) if req.header("last-event-id").is_some() => {
+            let n = gets.fetch_add(1, Ordering::SeqCst) + 1;
+            if n < 8 {
+                let progress = json!({ "jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": { "progressToken": 3, "progress": n } });
+                Reply::sse(&[format!("id: e{n}\nretry: 10\ndata: {progress}\n\n")])
+            } else {
+                let answer = json!({ "jsonrpc": "2.0", "id": 3, "result": { "content": [{ "type": "text", "text": "done after 8" }] } });
+                Reply::sse(&[format!("id: e{n}\ndata: {answer}\n\n")])
+            }
+        }
+        _ => standard(req),
+    });
+    let env = Env::new();
+    remote(&env, &fx, "/mcp", json!({}));
+    call(&env, "echo").code(0).within(20.0).stdout_has("done after 8");
+    let resumed = fx.requests().iter().filter(|r| r.header("last-event-id").is_some()).count();
+    assert_eq!(resumed, 8, "{:#?}", fx.summary());
 }
 
 #[test]
@@ -451,10 +569,9 @@ fn legacy_server(endpoint: &str) -> Fixture {
         let answer = match req.rpc() {
             Some("initialize") => Some(result_msg(req, init_result(req))),
             Some("tools/call") => Some(result_msg(req, text_result("legacy ok"))),
-            Some("tools/list") => Some(result_msg(
-                req,
-                json!({ "tools": [{ "name": "echo", "inputSchema": { "type": "object" } }] }),
-            )),
+            Some("tools/list") => {
+                Some(result_msg(req, json!({ "tools": [{ "name": "echo", "inputSchema": { "type": "object" } }] })))
+            }
             _ => None,
         };
         if let Some(answer) = answer {

@@ -27,6 +27,8 @@ mod oauth;
 mod profile;
 /// Project `.mcp.json`: trust, fingerprints, expansion, merging, status and doctor.
 mod project;
+/// Protocol correctness: answer envelopes, capabilities, versions, schemas, tasks.
+mod protocol;
 /// Real MCP servers from npm: everything, filesystem, memory.
 mod real;
 /// Real servers over HTTP and SSE: server-everything and the Python SDK (stdio too).
