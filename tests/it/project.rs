@@ -133,13 +133,42 @@ fn a_changed_entry_is_pending_again_and_says_why() {
         .run()
         .code(2)
         .stderr_has("changed since it was approved");
-    // Changing only an environment value (not a key) keeps the approval.
-    let with_env = |value: &str| json!({ "command": FIXTURE, "args": ["--tools", "2"], "env": { "K": value } });
-    write_project(&repo, json!({ "fx": with_env("a") }));
-    env.nod(["mcp", "trust", "approve", "fx"]).cwd(&repo).run().code(0);
-    write_project(&repo, json!({ "fx": with_env("b") }));
-    let listed = env.nod(["mcp", "list", "--json"]).cwd(&repo).run().json();
-    assert_eq!(listed["project"]["servers"][0]["trust"], "approved");
+}
+
+#[test]
+fn a_changed_environment_value_or_working_directory_needs_approval_again() {
+    let env = Env::new();
+    let repo = repo(&env);
+    std::fs::create_dir_all(repo.join("tools")).unwrap();
+    let marker = env.path("started.marker");
+    // sh writes the directory it runs in to the marker, then becomes the fixture.
+    let mut entry = json!({
+        "command": "sh",
+        "args": ["-c", format!("pwd -P > '{}'; exec '{}'", marker.display(), FIXTURE)],
+        "env": { "NODE_OPTIONS": "", "NOD_IT_MARKER": env.marker_env()["NOD_IT_MARKER"] },
+    });
+    write_project(&repo, json!({ "fx": entry }));
+    let nod = |args: &[&str]| env.nod(args).cwd(&repo).run();
+    nod(&["mcp", "trust", "approve", "fx"]).code(0);
+    nod(&["mcp", "tool", "call", "fx", "echo", r#"{"message":"ok"}"#]).code(0);
+    let workspace = repo.canonicalize().unwrap();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), workspace.display().to_string());
+    let changes = [
+        ("an environment value", json!({ "env": { "NODE_OPTIONS": "--require ./evil.js" } }), &workspace),
+        ("the working directory", json!({ "cwd": "tools" }), &workspace.join("tools")),
+    ];
+    for (what, change, runs_in) in changes {
+        std::fs::remove_file(&marker).unwrap();
+        crate::support::merge(&mut entry, change);
+        write_project(&repo, json!({ "fx": entry }));
+        nod(&["mcp", "list"]).stdout_has("trust=changed").stdout_has("working directory, environment names or values");
+        nod(&["mcp", "tool", "call", "fx", "echo", "{}"]).code(2).stderr_has("changed since it was approved");
+        assert!(!marker.exists(), "the entry ran after {what} changed");
+        nod(&["mcp", "trust", "approve", "fx"]).code(0);
+        nod(&["mcp", "tool", "call", "fx", "echo", r#"{"message":"ok"}"#]).code(0);
+        assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), runs_in.display().to_string(), "{what}");
+    }
+    env.assert_no_leftovers();
 }
 
 #[test]
