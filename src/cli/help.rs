@@ -49,9 +49,12 @@ pub const MCP_COMMANDS: &[Entry] = &[
     Entry { usage: "nod mcp remove <name>", about: "Remove a server from the profile." },
     Entry {
         usage: "nod mcp trust approve|reject <name>",
-        about: "Approve or reject a project server from the workspace's .mcp.json. The choice is saved in $NOD_HOME/settings.json under the workspace's path, bound to a fingerprint of the entry as written: if its command, arguments, working directory, environment names or values, URL or headers change, it is pending again.",
+        about: "Approve or reject a project server from the workspace's .mcp.json. approve first prints what the entry runs or contacts, as written in the file: for a local server the command and every argument in full, the working directory and the environment with its template values; for a remote one the URL and the header names, never header values; and which of your environment variables its ${VAR} templates read. The choice is saved in $NOD_HOME/settings.json under the workspace's path, bound to a fingerprint of what was shown: if the entry's command, arguments, working directory, environment names or values, URL or headers change, it is pending again. If .mcp.json changes between showing and saving, nothing is approved.",
     },
-    Entry { usage: "nod mcp trust approve-all", about: "Approve every project server of the workspace." },
+    Entry {
+        usage: "nod mcp trust approve-all [--yes]",
+        about: "Show every project server of the workspace as approve does, then approve them all. On a terminal nod asks first ([y/N]: only y or yes approves); when stdin is not a terminal it refuses unless --yes is given. A profile server of the same name wins over a project entry, and approving one warns about it.",
+    },
     Entry {
         usage: "nod mcp auth <name> [--open]",
         about: "Authorize a remote server with OAuth: nod discovers the authorization server, registers itself (or uses oauth.client_id or a client metadata document), prints the authorization URL and waits for the browser's redirect to a listener on 127.0.0.1. --open launches the browser (the BROWSER command, else xdg-open); on a machine without one, paste the final redirect URL on stdin. Tokens are stored in $NOD_HOME/credentials.json (0600) and refreshed before they expire.",
@@ -101,6 +104,7 @@ pub const MCP_FLAGS: &[Entry] = &[
     },
     Entry { usage: "--transport http|sse", about: "With add: add a remote server by URL." },
     Entry { usage: "--open", about: "With auth: launch the browser on the authorization URL." },
+    Entry { usage: "-y, --yes", about: "With trust approve-all: approve without asking." },
     Entry { usage: "--json", about: "Print machine-readable JSON on stdout instead of text." },
     Entry { usage: "--connect", about: "With list: connect and show live health." },
     Entry {
@@ -293,7 +297,7 @@ Tokens are stored in $NOD_HOME/credentials.json (0600, written atomically), per 
 
 const PROJECT: &str = "A repository can ship Claude-compatible project servers in <workspace>/.mcp.json, of which nod reads only the top-level \"mcpServers\" object: local entries with \"command\" (a string), \"args\", \"env\" and \"cwd\" (a working directory, relative to the workspace unless absolute), remote entries with \"type\" http or sse, \"url\" and \"headers\". The workspace is the nearest folder, from the current directory's canonical path upward, that holds .mcp.json; the search stops at the repository root (the first folder with .git). Without such a file the workspace is the current directory. The file is opened without following a symlink, must be a regular file, and is read up to 1 MiB; anything else is a configuration issue and the profile's servers still work.
 
-Every project server begins pending. Until you approve it, nod does not start its process, contact its endpoint, read an environment variable for it, or load stored credentials for it: nod mcp list shows it as pending, nod mcp list --connect and the other commands skip it with a note on stderr. Approve with nod mcp trust approve <name> (or approve-all), reject with nod mcp trust reject <name>, forget the workspace's choices with nod mcp trust reset. Choices live in $NOD_HOME/settings.json, never in .mcp.json. An approved entry whose command, arguments, working directory, environment names or values, URL or headers change is pending again, and nod mcp list says why.
+Every project server begins pending. Until you approve it, nod does not start its process, contact its endpoint, read an environment variable for it, or load stored credentials for it: nod mcp list shows it as pending, nod mcp list --connect and the other commands skip it with a note on stderr. Approve with nod mcp trust approve <name> (or approve-all), reject with nod mcp trust reject <name>, forget the workspace's choices with nod mcp trust reset. Approving prints exactly what will run: the command and each argument in full, the working directory, and every environment variable with its value as written (templates unexpanded); for a remote server, the host, the URL and the header names. Values are quoted like JSON strings, so control characters show as escapes, and values other than the command line are cut at 200 characters with the rest counted. approve-all asks for confirmation on a terminal and needs --yes elsewhere. Choices live in $NOD_HOME/settings.json, never in .mcp.json, bound to a fingerprint of the entry as shown; if the file changes before the choice is saved, nothing is approved. An approved entry whose command, arguments, working directory, environment names or values, URL or headers change is pending again, and nod mcp list says why.
 
 After approval, ${VAR} and ${VAR:-default} expand in the command, arguments, environment values, headers and URL (not in cwd). A variable that is not set and has no default skips that server with a configuration issue naming the variable, never a value; expanded values share a 1 MiB budget. Strings in the profile are never expanded. Project servers are always optional. The profile wins a same-name project entry.";
 

@@ -78,6 +78,23 @@ pub enum Launch {
 }
 
 impl Launch {
+    /// The environment variables its templates read once approved, each once, in order.
+    pub fn variables(&self) -> Vec<&str> {
+        let texts: Vec<&String> = match self {
+            Launch::Local { command, args, env, .. } => {
+                std::iter::once(command).chain(args).chain(env.values()).collect()
+            }
+            Launch::Remote { url, headers } => std::iter::once(url).chain(headers.values()).collect(),
+        };
+        let mut names = Vec::new();
+        for (_, name, _) in texts.into_iter().flat_map(|text| templates(text)) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// `sha256:<hex>` over a canonical JSON form of the launch and the transport kind.
     fn fingerprint(&self, kind: &str) -> String {
         let material = match self {
@@ -341,15 +358,36 @@ pub fn approved(project: &Project, issues: &mut Vec<ConfigIssue>) -> Vec<ServerC
 /// variables that are unset and have no default.
 pub fn expand(text: &str, budget: &mut usize, missing: &mut Vec<String>) -> Option<String> {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            return Some(out);
+    let mut done = 0;
+    for (range, name, default) in templates(text) {
+        out.push_str(&text[done..range.start]);
+        let value = match (std::env::var(name).ok().filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => value,
+            (None, Some(default)) => default.to_string(),
+            (None, None) => {
+                if !missing.iter().any(|m| m == name) {
+                    missing.push(name.to_string());
+                }
+                String::new()
+            }
         };
-        let inner = &after[..end];
+        *budget = budget.checked_sub(value.len())?;
+        out.push_str(&value);
+        done = range.end;
+    }
+    out.push_str(&text[done..]);
+    Some(out)
+}
+
+/// Every `${NAME}` and `${NAME:-default}` in `text`: its byte range, name and default. Text
+/// that only looks like one (`${1BAD}`, `${open`) stays literal.
+fn templates(text: &str) -> Vec<(std::ops::Range<usize>, &str, Option<&str>)> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(start) = text[from..].find("${").map(|i| from + i) {
+        let Some(length) = text[start + 2..].find('}') else { break };
+        let end = start + 2 + length + 1;
+        let inner = &text[start + 2..end - 1];
         let (name, default) = match inner.split_once(":-") {
             Some((name, default)) => (name, Some(default)),
             None => (inner, None),
@@ -357,26 +395,12 @@ pub fn expand(text: &str, budget: &mut usize, missing: &mut Vec<String>) -> Opti
         let valid = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
             && !name.as_bytes()[0].is_ascii_digit();
-        if !valid {
-            out.push_str(&rest[start..start + 2 + end + 1]);
-        } else {
-            let value = match (std::env::var(name).ok().filter(|v| !v.is_empty()), default) {
-                (Some(value), _) => value,
-                (None, Some(default)) => default.to_string(),
-                (None, None) => {
-                    if !missing.iter().any(|m| m == name) {
-                        missing.push(name.to_string());
-                    }
-                    String::new()
-                }
-            };
-            *budget = budget.checked_sub(value.len())?;
-            out.push_str(&value);
+        if valid {
+            found.push((start..end, name, default));
         }
-        rest = &after[end + 1..];
+        from = end;
     }
-    out.push_str(rest);
-    Some(out)
+    found
 }
 
 #[cfg(test)]
@@ -399,6 +423,11 @@ mod tests {
         assert_eq!(budget, 100 - 3 - 4);
         let mut small = 2;
         assert_eq!(expand("${NOD_UNIT_EXPAND}", &mut small, &mut missing), None);
+        let launch =
+            entry("v", &json!({"command": "${A}", "args": ["${B:-1} ${A}"], "env": {"K": "${C}", "L": "$D ${1E}"}}))
+                .unwrap()
+                .launch;
+        assert_eq!(launch.variables(), ["A", "B", "C"]);
     }
 
     #[test]
