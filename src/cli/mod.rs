@@ -99,7 +99,10 @@ pub enum Mcp {
 pub enum Trust {
     Approve(String),
     Reject(String),
-    ApproveAll,
+    /// `yes`: `--yes`, approve without asking on a terminal.
+    ApproveAll {
+        yes: bool,
+    },
     Reset,
 }
 
@@ -210,6 +213,7 @@ struct Rest {
     transport: Option<String>,
     env: Vec<(String, String)>,
     open: bool,
+    yes: bool,
     help: bool,
 }
 
@@ -221,6 +225,7 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
             Short('h') | Long("help") => rest.help = true,
             Long("json") => rest.json = true,
             Long("open") => rest.open = true,
+            Short('y') | Long("yes") => rest.yes = true,
             Long("connect") => rest.connect = true,
             Long("jsonl") => rest.jsonl = true,
             Long("parallel") => {
@@ -299,9 +304,11 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
         ["logout", name] => Mcp::Logout { name: name.to_string() },
         ["trust", "approve", name] => Mcp::Trust(Trust::Approve(name.to_string())),
         ["trust", "reject", name] => Mcp::Trust(Trust::Reject(name.to_string())),
-        ["trust", "approve-all"] => Mcp::Trust(Trust::ApproveAll),
+        ["trust", "approve-all"] => Mcp::Trust(Trust::ApproveAll { yes: rest.yes }),
         ["trust", "reset"] => Mcp::Trust(Trust::Reset),
-        ["trust", ..] => return Err(usage(page, "usage: nod mcp trust approve|reject <name> | approve-all | reset")),
+        ["trust", ..] => {
+            return Err(usage(page, "usage: nod mcp trust approve|reject <name> | approve-all [--yes] | reset"));
+        }
         ["list"] => Mcp::List { connect: rest.connect, json },
         ["tool", "list", server] => Mcp::ToolList { server: server.to_string(), json },
         ["tool", "call", server, tool, more @ ..] if more.len() <= 1 => {
@@ -366,6 +373,9 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Mcp> {
     }
     if rest.output.is_some() && !matches!(cmd, Mcp::ResourceRead { .. }) {
         return Err(usage(page, "--output goes with nod mcp resource read"));
+    }
+    if rest.yes && !matches!(cmd, Mcp::Trust(Trust::ApproveAll { .. })) {
+        return Err(usage(page, "--yes goes with nod mcp trust approve-all"));
     }
     if rest.connect && !matches!(cmd, Mcp::List { .. }) {
         return Err(usage(page, "--connect goes with nod mcp list"));
@@ -435,6 +445,13 @@ mod tests {
         let err = p("mcp tool call").unwrap_err();
         assert!(err.message.contains("nod mcp tool"), "{}", err.message);
         assert!(p("mcp frobnicate").unwrap_err().message.contains("unknown command"));
+        assert_eq!(p("mcp trust approve-all").unwrap(), Command::Mcp(Mcp::Trust(Trust::ApproveAll { yes: false })));
+        for yes in ["--yes", "-y"] {
+            let all = p(&format!("mcp trust approve-all {yes}")).unwrap();
+            assert_eq!(all, Command::Mcp(Mcp::Trust(Trust::ApproveAll { yes: true })));
+        }
+        assert!(p("mcp trust approve fx --yes").unwrap_err().message.contains("--yes goes with"));
+        assert!(p("mcp list -y").is_err());
         assert!(p("bogus").is_err());
     }
 }

@@ -134,7 +134,7 @@ fn trust_note(loaded: &Loaded, entry: &Entry) -> Option<String> {
         Trust::Pending => Some(format!("not started until approved: nod mcp trust approve {name}")),
         Trust::Rejected => Some(format!("rejected; nod mcp trust approve {name} allows it")),
         Trust::Changed => Some(format!(
-            "changed since it was approved or rejected (its command, arguments, URL, headers or environment keys); review it, then nod mcp trust approve {name}"
+            "changed since it was approved or rejected (its command, arguments, working directory, environment names or values, URL or headers); review it, then nod mcp trust approve {name}"
         )),
     }
 }

@@ -84,7 +84,7 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         }
         Mcp::Add(add) => edit::add(add),
         Mcp::Remove { name } => edit::remove(&name),
-        Mcp::Trust(command) => trust::run(command),
+        Mcp::Trust(command) => trust::run(command, ctx),
         Mcp::Auth { name, open } => auth::auth(&name, open, ctx),
         Mcp::Logout { name } => auth::logout(&name),
         Mcp::List { connect, json } => list::run(connect, json, ctx),

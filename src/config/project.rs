@@ -7,10 +7,13 @@
 //!
 //! Every entry starts pending. Until the user approves it, nod only reads the file: it starts
 //! no process, contacts no endpoint, and reads no environment variable for the entry.
-//! Approval is bound to a SHA-256 fingerprint of what the entry runs or contacts (command,
-//! arguments, URL, headers, environment keys): a changed entry is pending again. After
-//! approval `${VAR}` and `${VAR:-default}` expand in the command, arguments, environment
-//! values, headers and URL, within a 1 MiB budget across all project servers.
+//! Approval is bound to a SHA-256 fingerprint of what the entry runs or contacts, as written
+//! in the file: for a local entry its command, arguments, working directory and environment
+//! (names and template values: `NODE_OPTIONS` or `LD_PRELOAD` change what runs), for a
+//! remote one its URL and headers. A changed entry is pending again. After approval `${VAR}`
+//! and `${VAR:-default}` expand in the command, arguments, environment values, headers and
+//! URL, within a 1 MiB budget across all project servers; a relative `cwd` is taken from the
+//! workspace and is never expanded.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -51,9 +54,57 @@ pub struct Entry {
     pub name: String,
     /// stdio, http or sse.
     pub kind: &'static str,
-    raw: Map<String, Value>,
+    /// What the entry runs or contacts, as written: the approval shows this, and the
+    /// fingerprint is computed from it.
+    pub launch: Launch,
     pub fingerprint: String,
     pub trust: Trust,
+}
+
+/// An entry's fields that decide what runs or what is contacted, templates unexpanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    Local {
+        command: String,
+        args: Vec<String>,
+        /// As written; relative to the workspace when relative. None: nod's current directory.
+        cwd: Option<String>,
+        env: BTreeMap<String, String>,
+    },
+    Remote {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Launch {
+    /// The environment variables its templates read once approved, each once, in order.
+    pub fn variables(&self) -> Vec<&str> {
+        let texts: Vec<&String> = match self {
+            Launch::Local { command, args, env, .. } => {
+                std::iter::once(command).chain(args).chain(env.values()).collect()
+            }
+            Launch::Remote { url, headers } => std::iter::once(url).chain(headers.values()).collect(),
+        };
+        let mut names = Vec::new();
+        for (_, name, _) in texts.into_iter().flat_map(|text| templates(text)) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// `sha256:<hex>` over a canonical JSON form of the launch and the transport kind.
+    fn fingerprint(&self, kind: &str) -> String {
+        let material = match self {
+            Launch::Local { command, args, cwd, env } => {
+                json!({ "type": kind, "command": command, "args": args, "cwd": cwd, "env": env })
+            }
+            Launch::Remote { url, headers } => json!({ "type": kind, "url": url, "headers": headers }),
+        };
+        format!("sha256:{}", crate::sha256::hex(material.to_string().as_bytes()))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -219,19 +270,25 @@ fn entry(name: &str, value: &Value) -> Result<Entry, ConfigIssue> {
             ));
         }
     };
-    let args = strings("args")?;
-    let env = map("env")?;
-    let headers = map("headers")?;
-    let material = json!({
-        "type": kind,
-        "command": raw.get("command"),
-        "args": args,
-        "url": raw.get("url"),
-        "headers": headers,
-        "env_keys": env.keys().collect::<Vec<_>>(),
-    });
-    let fingerprint = format!("sha256:{}", crate::sha256::hex(material.to_string().as_bytes()));
-    Ok(Entry { name: name.to_string(), kind, raw: raw.clone(), fingerprint, trust: Trust::Pending })
+    let text = |key: &str| raw.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    let launch = if kind == "stdio" {
+        let cwd = match raw.get("cwd") {
+            None => None,
+            Some(Value::String(dir)) if !dir.is_empty() => Some(dir.clone()),
+            Some(_) => {
+                return Err(issue(
+                    Some(name),
+                    "cwd must be a non-empty string".into(),
+                    "give the server's working directory as a path, relative to the workspace or absolute",
+                ));
+            }
+        };
+        Launch::Local { command: text("command"), args: strings("args")?, cwd, env: map("env")? }
+    } else {
+        Launch::Remote { url: text("url"), headers: map("headers")? }
+    };
+    let fingerprint = launch.fingerprint(kind);
+    Ok(Entry { name: name.to_string(), kind, launch, fingerprint, trust: Trust::Pending })
 }
 
 /// The approved entries as server configurations: expanded (the only place a project entry
@@ -252,30 +309,21 @@ pub fn approved(project: &Project, issues: &mut Vec<ConfigIssue>) -> Vec<ServerC
                 }
             }
         };
-        let raw = &entry.raw;
-        let text = |key: &str| raw.get(key).and_then(Value::as_str).unwrap_or("");
-        let expanded = if entry.kind == "stdio" {
-            let mut command = vec![json!(expand(text("command")))];
-            for arg in raw.get("args").and_then(Value::as_array).into_iter().flatten() {
-                command.push(json!(expand(arg.as_str().unwrap_or(""))));
+        let expanded = match &entry.launch {
+            Launch::Local { command, args, cwd, env } => {
+                let command: Vec<Value> =
+                    std::iter::once(command).chain(args).map(|item| json!(expand(item))).collect();
+                let env: Map<String, Value> = env.iter().map(|(k, v)| (k.clone(), json!(expand(v)))).collect();
+                let mut local = json!({ "type": "stdio", "command": command, "env": env });
+                if let Some(cwd) = cwd {
+                    local["cwd"] = json!(project.workspace.join(cwd).to_string_lossy());
+                }
+                local
             }
-            let env: Map<String, Value> = raw
-                .get("env")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), json!(expand(v.as_str().unwrap_or("")))))
-                .collect();
-            json!({ "type": "stdio", "command": command, "env": env })
-        } else {
-            let headers: Map<String, Value> = raw
-                .get("headers")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), json!(expand(v.as_str().unwrap_or("")))))
-                .collect();
-            json!({ "type": entry.kind, "url": expand(text("url")), "headers": headers })
+            Launch::Remote { url, headers } => {
+                let headers: Map<String, Value> = headers.iter().map(|(k, v)| (k.clone(), json!(expand(v)))).collect();
+                json!({ "type": entry.kind, "url": expand(url), "headers": headers })
+            }
         };
         if over {
             issues.push(issue(
@@ -310,15 +358,36 @@ pub fn approved(project: &Project, issues: &mut Vec<ConfigIssue>) -> Vec<ServerC
 /// variables that are unset and have no default.
 pub fn expand(text: &str, budget: &mut usize, missing: &mut Vec<String>) -> Option<String> {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            return Some(out);
+    let mut done = 0;
+    for (range, name, default) in templates(text) {
+        out.push_str(&text[done..range.start]);
+        let value = match (std::env::var(name).ok().filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => value,
+            (None, Some(default)) => default.to_string(),
+            (None, None) => {
+                if !missing.iter().any(|m| m == name) {
+                    missing.push(name.to_string());
+                }
+                String::new()
+            }
         };
-        let inner = &after[..end];
+        *budget = budget.checked_sub(value.len())?;
+        out.push_str(&value);
+        done = range.end;
+    }
+    out.push_str(&text[done..]);
+    Some(out)
+}
+
+/// Every `${NAME}` and `${NAME:-default}` in `text`: its byte range, name and default. Text
+/// that only looks like one (`${1BAD}`, `${open`) stays literal.
+fn templates(text: &str) -> Vec<(std::ops::Range<usize>, &str, Option<&str>)> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(start) = text[from..].find("${").map(|i| from + i) {
+        let Some(length) = text[start + 2..].find('}') else { break };
+        let end = start + 2 + length + 1;
+        let inner = &text[start + 2..end - 1];
         let (name, default) = match inner.split_once(":-") {
             Some((name, default)) => (name, Some(default)),
             None => (inner, None),
@@ -326,26 +395,12 @@ pub fn expand(text: &str, budget: &mut usize, missing: &mut Vec<String>) -> Opti
         let valid = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
             && !name.as_bytes()[0].is_ascii_digit();
-        if !valid {
-            out.push_str(&rest[start..start + 2 + end + 1]);
-        } else {
-            let value = match (std::env::var(name).ok().filter(|v| !v.is_empty()), default) {
-                (Some(value), _) => value,
-                (None, Some(default)) => default.to_string(),
-                (None, None) => {
-                    if !missing.iter().any(|m| m == name) {
-                        missing.push(name.to_string());
-                    }
-                    String::new()
-                }
-            };
-            *budget = budget.checked_sub(value.len())?;
-            out.push_str(&value);
+        if valid {
+            found.push((start..end, name, default));
         }
-        rest = &after[end + 1..];
+        from = end;
     }
-    out.push_str(rest);
-    Some(out)
+    found
 }
 
 #[cfg(test)]
@@ -368,21 +423,60 @@ mod tests {
         assert_eq!(budget, 100 - 3 - 4);
         let mut small = 2;
         assert_eq!(expand("${NOD_UNIT_EXPAND}", &mut small, &mut missing), None);
+        let launch =
+            entry("v", &json!({"command": "${A}", "args": ["${B:-1} ${A}"], "env": {"K": "${C}", "L": "$D ${1E}"}}))
+                .unwrap()
+                .launch;
+        assert_eq!(launch.variables(), ["A", "B", "C"]);
     }
 
     #[test]
     fn fingerprints_follow_what_the_entry_runs() {
-        let a = entry("a", &json!({"command": "npx", "args": ["x"], "env": {"K": "1"}})).unwrap();
-        let same_keys = entry("a", &json!({"command": "npx", "args": ["x"], "env": {"K": "2"}})).unwrap();
-        let new_arg = entry("a", &json!({"command": "npx", "args": ["y"], "env": {"K": "1"}})).unwrap();
-        let new_key = entry("a", &json!({"command": "npx", "args": ["x"], "env": {"J": "1"}})).unwrap();
-        assert_eq!(a.fingerprint, same_keys.fingerprint);
-        assert_ne!(a.fingerprint, new_arg.fingerprint);
-        assert_ne!(a.fingerprint, new_key.fingerprint);
+        let local = |extra: Value| {
+            let mut raw = json!({"command": "npx", "args": ["x"], "env": {"K": "1"}});
+            raw.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            entry("a", &raw).unwrap().fingerprint
+        };
+        let a = local(json!({}));
+        assert_eq!(a, local(json!({"headers": {"X": "ignored by a local entry"}})));
+        for changed in [
+            json!({"args": ["y"]}),
+            json!({"command": "node"}),
+            json!({"env": {"J": "1"}}),
+            json!({"env": {"K": "2"}}),
+            json!({"env": {"K": "1", "NODE_OPTIONS": "--require ./evil.js"}}),
+            json!({"cwd": "tools"}),
+        ] {
+            assert_ne!(a, local(changed.clone()), "{changed}");
+        }
+        assert_ne!(local(json!({"cwd": "tools"})), local(json!({"cwd": "other"})));
+        // The template text is fingerprinted, not its expansion.
+        assert_ne!(local(json!({"env": {"K": "${A}"}})), local(json!({"env": {"K": "${B}"}})));
         let remote = entry("r", &json!({"type": "http", "url": "https://e/mcp", "headers": {"X": "1"}})).unwrap();
         let other_header = entry("r", &json!({"type": "http", "url": "https://e/mcp", "headers": {"X": "2"}})).unwrap();
         assert_ne!(remote.fingerprint, other_header.fingerprint);
         assert!(entry("bad name", &json!({"command": "x"})).is_err());
         assert!(entry("a", &json!({"command": ["x"]})).is_err());
+        assert!(entry("a", &json!({"command": "x", "cwd": 1})).is_err());
+    }
+
+    #[test]
+    fn a_relative_cwd_is_taken_from_the_workspace() {
+        let workspace = PathBuf::from("/work/space");
+        let mut project = Project { workspace: workspace.clone(), ..Project::default() };
+        for cwd in ["tools", "/abs"] {
+            let mut entry = entry(cwd.trim_start_matches('/'), &json!({"command": "x", "cwd": cwd})).unwrap();
+            entry.trust = Trust::Approved;
+            project.entries.push(entry);
+        }
+        let servers = approved(&project, &mut Vec::new());
+        let cwds: Vec<_> = servers
+            .iter()
+            .map(|s| match &s.transport {
+                crate::config::Transport::Stdio(stdio) => stdio.cwd.clone(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cwds, [Some(workspace.join("tools")), Some(PathBuf::from("/abs"))]);
     }
 }

@@ -133,13 +133,169 @@ fn a_changed_entry_is_pending_again_and_says_why() {
         .run()
         .code(2)
         .stderr_has("changed since it was approved");
-    // Changing only an environment value (not a key) keeps the approval.
-    let with_env = |value: &str| json!({ "command": FIXTURE, "args": ["--tools", "2"], "env": { "K": value } });
-    write_project(&repo, json!({ "fx": with_env("a") }));
-    env.nod(["mcp", "trust", "approve", "fx"]).cwd(&repo).run().code(0);
-    write_project(&repo, json!({ "fx": with_env("b") }));
-    let listed = env.nod(["mcp", "list", "--json"]).cwd(&repo).run().json();
-    assert_eq!(listed["project"]["servers"][0]["trust"], "approved");
+}
+
+#[test]
+fn a_changed_environment_value_or_working_directory_needs_approval_again() {
+    let env = Env::new();
+    let repo = repo(&env);
+    std::fs::create_dir_all(repo.join("tools")).unwrap();
+    let marker = env.path("started.marker");
+    // sh writes the directory it runs in to the marker, then becomes the fixture.
+    let mut entry = json!({
+        "command": "sh",
+        "args": ["-c", format!("pwd -P > '{}'; exec '{}'", marker.display(), FIXTURE)],
+        "env": { "NODE_OPTIONS": "", "NOD_IT_MARKER": env.marker_env()["NOD_IT_MARKER"] },
+    });
+    write_project(&repo, json!({ "fx": entry }));
+    let nod = |args: &[&str]| env.nod(args).cwd(&repo).run();
+    nod(&["mcp", "trust", "approve", "fx"]).code(0);
+    nod(&["mcp", "tool", "call", "fx", "echo", r#"{"message":"ok"}"#]).code(0);
+    let workspace = repo.canonicalize().unwrap();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), workspace.display().to_string());
+    let changes = [
+        ("an environment value", json!({ "env": { "NODE_OPTIONS": "--require ./evil.js" } }), &workspace),
+        ("the working directory", json!({ "cwd": "tools" }), &workspace.join("tools")),
+    ];
+    for (what, change, runs_in) in changes {
+        std::fs::remove_file(&marker).unwrap();
+        crate::support::merge(&mut entry, change);
+        write_project(&repo, json!({ "fx": entry }));
+        nod(&["mcp", "list"]).stdout_has("trust=changed").stdout_has("working directory, environment names or values");
+        nod(&["mcp", "tool", "call", "fx", "echo", "{}"]).code(2).stderr_has("changed since it was approved");
+        assert!(!marker.exists(), "the entry ran after {what} changed");
+        nod(&["mcp", "trust", "approve", "fx"]).code(0);
+        nod(&["mcp", "tool", "call", "fx", "echo", r#"{"message":"ok"}"#]).code(0);
+        assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), runs_in.display().to_string(), "{what}");
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn approving_shows_exactly_what_runs_or_is_contacted() {
+    let env = Env::new();
+    let repo = repo(&env);
+    let long_arg = format!("{}END-OF-ARG", "a".repeat(300));
+    let long_value = format!("{}END-OF-VALUE", "v".repeat(300));
+    write_project(
+        &repo,
+        json!({
+            "local": {
+                "command": FIXTURE,
+                "args": ["--tools", "1", "esc\u{1b}[2Jape", "\u{202E}txt", long_arg],
+                "cwd": "tools",
+                "env": { "NODE_OPTIONS": "${NOD_IT_OPTIONS:-}", "LONG": long_value },
+            },
+            "remote": {
+                "type": "http",
+                "url": "https://mcp.example.com/mcp",
+                "headers": { "X-Team": "header-value-4711", "X-Token": "${NOD_IT_TOKEN}" },
+            },
+        }),
+    );
+    let approve = |name: &str| {
+        env.nod(["mcp", "trust", "approve", name])
+            .cwd(&repo)
+            .env("NOD_IT_OPTIONS", "expanded-options-13")
+            .env("NOD_IT_TOKEN", "expanded-token-14")
+            .run()
+    };
+    let out = approve("local");
+    out.code(0)
+        .stdout_has("project server local (stdio) runs this program on this machine")
+        .stdout_has(&format!("command  {}\n", json!(FIXTURE)))
+        .stdout_has("arg      \"--tools\"\n  arg      \"1\"\n")
+        .stdout_has("arg      \"esc\\u001b[2Jape\"")
+        .stdout_has("arg      \"\u{FFFD}txt\"")
+        // The command line is shown in full (STDIO-7); other values are cut and counted.
+        .stdout_has(&format!("arg      \"{}END-OF-ARG\"", "a".repeat(300)))
+        .stdout_has(&format!("cwd      \"tools\" ({})", repo.canonicalize().unwrap().join("tools").display()))
+        .stdout_has("env      NODE_OPTIONS=\"${NOD_IT_OPTIONS:-}\"")
+        .stdout_has(&format!("env      LONG=\"{}\"… (112 more characters", "v".repeat(200)))
+        .stdout_lacks("END-OF-VALUE")
+        .stdout_has("reads    NOD_IT_OPTIONS from your environment")
+        .stdout_lacks("expanded-options-13")
+        .stdout_has("approved project server local");
+    assert!(!out.text().contains(['\u{1b}', '\u{202E}']), "raw control characters reached the terminal");
+    approve("remote")
+        .code(0)
+        .stdout_has("project server remote (http) contacts mcp.example.com")
+        .stdout_has("url      \"https://mcp.example.com/mcp\"")
+        .stdout_has("header   X-Team (value not shown)")
+        .stdout_has("header   X-Token (value not shown)")
+        .stdout_lacks("header-value-4711")
+        .stdout_lacks("expanded-token-14")
+        .stdout_has("reads    NOD_IT_TOKEN from your environment");
+}
+
+fn trust_states(env: &Env, repo: &Path) -> Vec<String> {
+    let listed = env.nod(["mcp", "list", "--json"]).cwd(repo).run().json();
+    listed["project"]["servers"].as_array().unwrap().iter().map(|s| s["trust"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn approve_all_asks_on_a_terminal_and_needs_yes_elsewhere() {
+    let env = Env::new();
+    let repo = repo(&env);
+    write_project(
+        &repo,
+        json!({ "a": { "command": FIXTURE }, "b": { "type": "http", "url": "https://e.example/mcp" } }),
+    );
+    let out = env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).run();
+    out.code(2).stderr_has("stdin is not a terminal").stderr_has("nod mcp trust approve-all --yes");
+    out.stdout_has("project server a (stdio) runs this program").stdout_has("contacts e.example");
+    assert_eq!(trust_states(&env, &repo), ["pending", "pending"]);
+    for yes in ["--yes", "-y"] {
+        env.nod(["mcp", "trust", "approve-all", yes])
+            .cwd(&repo)
+            .run()
+            .code(0)
+            .stdout_has("approved project servers a, b");
+        assert_eq!(trust_states(&env, &repo), ["approved", "approved"]);
+        env.nod(["mcp", "trust", "reset"]).cwd(&repo).run().code(0);
+    }
+    for (answer, approved) in [("n", false), ("", false), ("yes please", false), ("y", true)] {
+        let mut terminal = env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).spawn_on_terminal();
+        terminal.wait_for("approve these 2 project servers for").wait_for("[y/N] ").type_line(answer);
+        let (code, shown) = terminal.wait();
+        assert_eq!(code, Some(0), "{answer:?}: {shown}");
+        assert!(shown.contains("runs this program on this machine"), "{shown}");
+        let expected = if approved { ["approved", "approved"] } else { ["pending", "pending"] };
+        assert_eq!(trust_states(&env, &repo), expected, "{answer:?}: {shown}");
+        if !approved {
+            assert!(shown.contains("nothing was approved"), "{answer:?}: {shown}");
+        }
+    }
+    env.nod(["mcp", "trust", "reset"]).cwd(&repo).run().code(0);
+    let mut terminal = env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).spawn_on_terminal();
+    terminal.wait_for("[y/N] ").end_input();
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("nothing was approved"), "{shown}");
+    assert_eq!(trust_states(&env, &repo), ["pending", "pending"], "end of input is a no");
+    // Ctrl-C while nod waits for the answer.
+    let mut terminal = env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).spawn_on_terminal();
+    terminal.wait_for("[y/N] ");
+    // SAFETY: signals the nod process this test started and still owns.
+    assert_eq!(unsafe { libc::kill(terminal.pid(), libc::SIGINT) }, 0);
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, Some(130), "{shown}");
+    assert_eq!(trust_states(&env, &repo), ["pending", "pending"], "an interrupted question is a no");
+}
+
+#[test]
+fn a_file_changed_while_asking_is_not_approved() {
+    let env = Env::new();
+    let repo = repo(&env);
+    write_project(&repo, json!({ "a": { "command": FIXTURE, "args": ["--tools", "1"] } }));
+    let mut terminal = env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).spawn_on_terminal();
+    terminal.wait_for("[y/N] ");
+    write_project(&repo, json!({ "a": { "command": FIXTURE, "args": ["--tools", "1", "--evil"] } }));
+    terminal.type_line("y");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, Some(2), "{shown}");
+    assert!(shown.contains(".mcp.json changed while it was being approved"), "{shown}");
+    assert_eq!(trust_states(&env, &repo), ["pending"]);
 }
 
 #[test]
@@ -148,7 +304,7 @@ fn trust_is_recorded_privately_per_workspace_and_can_be_reset() {
     let repo = repo(&env);
     write_project(&repo, json!({ "a": { "command": FIXTURE }, "b": { "command": FIXTURE } }));
     env.nod(["mcp", "trust", "reject", "a"]).cwd(&repo).run().code(0);
-    env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).run().code(0);
+    env.nod(["mcp", "trust", "approve-all", "--yes"]).cwd(&repo).run().code(0);
     let settings: Value = serde_json::from_slice(&std::fs::read(env.path("settings.json")).unwrap()).unwrap();
     let workspace = repo.canonicalize().unwrap().display().to_string();
     assert_eq!(settings["projects"][&workspace]["trust"]["a"]["state"], "approved");
@@ -236,7 +392,7 @@ fn missing_variables_skip_only_that_server_and_profile_strings_stay_literal() {
         }),
     );
     env.profile(json!({ "mcp": { "literal": { "command": [FIXTURE], "env": { "K": "${HOME}" } } } }));
-    env.nod(["mcp", "trust", "approve-all"]).cwd(&repo).run().code(0);
+    env.nod(["mcp", "trust", "approve-all", "--yes"]).cwd(&repo).run().code(0);
     let out = env.nod(["mcp", "list", "--connect", "--json"]).cwd(&repo).run();
     let health = out.json();
     let names: Vec<&str> = health["servers"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
@@ -256,7 +412,9 @@ fn the_profile_wins_a_same_name_project_entry() {
     let repo = repo(&env);
     write_project(&repo, json!({ "fx": { "command": FIXTURE, "args": ["--tools", "3"] } }));
     env.profile(json!({ "mcp": { "fx": { "command": [FIXTURE] } } }));
-    env.nod(["mcp", "trust", "approve", "fx"]).cwd(&repo).run().code(0);
+    let warning = ["warning: the profile", "also has a server named fx, which wins"];
+    env.nod(["mcp", "trust", "approve", "fx"]).cwd(&repo).run().code(0).stderr_line_has(&warning);
+    env.nod(["mcp", "trust", "approve-all", "--yes"]).cwd(&repo).run().code(0).stderr_line_has(&warning);
     let listed = env.nod(["mcp", "tool", "list", "fx", "--json"]).cwd(&repo).run().json();
     assert!(!listed["tools"].to_string().contains("tool_0000"), "the profile's server answered");
     env.nod(["mcp", "list"]).cwd(&repo).run().stdout_has("shadowed");

@@ -87,7 +87,8 @@ impl Cmd {
         self.spawn().wait()
     }
 
-    pub fn spawn(self) -> Running {
+    /// nod with this command line, environment and directory; the caller sets its stdio.
+    fn command(&self) -> Command {
         let mut command = Command::new(NOD);
         command.env_remove("NOD_HOME");
         if self.nod_home {
@@ -99,7 +100,49 @@ impl Cmd {
             .env_remove("NOD_LOG")
             .env_remove("RUST_LOG")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(self.cwd.as_ref().unwrap_or(&self.home))
+            .current_dir(self.cwd.as_ref().unwrap_or(&self.home));
+        command
+    }
+
+    /// Runs nod with a pseudo-terminal as its stdin, stdout and stderr, as in a user's
+    /// terminal: the test reads what nod shows and types lines (`Terminal`).
+    pub fn spawn_on_terminal(self) -> Terminal {
+        let (master, slave) = pseudo_terminal();
+        let mut command = self.command();
+        command
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        let started = Instant::now();
+        let child = command.spawn().expect("start nod");
+        // The parent's copies of the terminal's slave side close here, so the master reads
+        // end (EIO) once nod has exited.
+        drop(command);
+        let master = std::fs::File::from(master);
+        let (tx, output) = mpsc::channel();
+        let mut reader = master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Terminal {
+            child: Some(child),
+            args: self.args,
+            started,
+            timeout: self.timeout,
+            master,
+            output,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn spawn(self) -> Running {
+        let mut command = self.command();
+        command
             .stdin(match self.input {
                 Input::Null => Stdio::null(),
                 _ => Stdio::piped(),
@@ -312,5 +355,102 @@ impl Output {
             self.dump()
         );
         self
+    }
+}
+
+/// A new pseudo-terminal: (master, slave), in its default cooked mode (line editing, echo).
+fn pseudo_terminal() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain libc calls on a descriptor this function owns; each result is checked.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(master >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        let master = std::os::fd::OwnedFd::from_raw_fd(master);
+        use std::os::fd::AsRawFd;
+        assert_eq!(libc::grantpt(master.as_raw_fd()), 0, "grantpt");
+        assert_eq!(libc::unlockpt(master.as_raw_fd()), 0, "unlockpt");
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()), 0, "ptsname_r");
+        let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(slave >= 0, "open the terminal's slave side: {}", std::io::Error::last_os_error());
+        (master, std::os::fd::OwnedFd::from_raw_fd(slave))
+    }
+}
+
+/// nod running on a pseudo-terminal. Dropping it unwaited kills it.
+pub struct Terminal {
+    child: Option<Child>,
+    args: Vec<String>,
+    started: Instant,
+    timeout: Duration,
+    master: std::fs::File,
+    output: Receiver<Vec<u8>>,
+    /// Everything the terminal has shown so far (nod's output and the echo of typed input).
+    seen: Vec<u8>,
+}
+
+impl Terminal {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// Waits until the terminal has shown `needle`, within the command's deadline.
+    pub fn wait_for(&mut self, needle: &str) -> &mut Terminal {
+        let deadline = self.started + self.timeout;
+        while !self.shown().contains(needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.output.recv_timeout(left) {
+                Ok(chunk) => self.seen.extend(chunk),
+                Err(_) => panic!("nod {:?} did not show {needle:?} in time; it showed:\n{}", self.args, self.shown()),
+            }
+        }
+        self
+    }
+
+    /// Types `line` and Enter.
+    pub fn type_line(&mut self, line: &str) -> &mut Terminal {
+        self.master.write_all(format!("{line}\n").as_bytes()).expect("type on the terminal");
+        self
+    }
+
+    /// Ends the input, as Ctrl-D at the start of a line does.
+    pub fn end_input(&mut self) -> &mut Terminal {
+        self.master.write_all(&[4]).expect("type on the terminal");
+        self
+    }
+
+    pub fn shown(&self) -> String {
+        String::from_utf8_lossy(&self.seen).replace("\r\n", "\n")
+    }
+
+    /// Waits for nod to exit within the deadline: (exit code, everything shown).
+    pub fn wait(mut self) -> (Option<i32>, String) {
+        let mut child = self.child.take().unwrap();
+        let deadline = self.started + self.timeout;
+        let status = loop {
+            match child.try_wait().expect("wait for nod") {
+                Some(status) => break status,
+                None if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("nod {:?} did not exit within {:?}; it showed:\n{}", self.args, self.timeout, self.shown());
+                }
+                None => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        // nod has exited: the reader ends at EIO once the rest of its output is read.
+        while let Ok(chunk) = self.output.recv_timeout(Duration::from_secs(5)) {
+            self.seen.extend(chunk);
+        }
+        (status.code(), self.shown())
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
