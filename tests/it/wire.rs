@@ -20,7 +20,7 @@ fn initialize_offers_2025_11_25_as_nod_then_sends_initialized_first() {
     assert_eq!(init["params"]["protocolVersion"], "2025-11-25", "{init}");
     assert_eq!(init["params"]["clientInfo"]["name"], "nod", "{init}");
     assert!(init["params"]["capabilities"].is_object(), "{init}");
-    let call = &wire[2];
+    let call = &wire[3];
     assert_eq!(call["params"]["name"], "echo");
     assert_eq!(call["params"]["arguments"], json!({"message": "x"}));
     assert!(!call["params"]["_meta"]["progressToken"].is_null(), "a tool call carries a progress token: {call}");
