@@ -145,7 +145,7 @@ pub const ENVIRONMENT: &[Entry] = &[
     Entry { usage: "NOD_HOME", about: "nod's private folder, instead of ~/.nod." },
     Entry {
         usage: "NOD_LOG, RUST_LOG",
-        about: "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn.",
+        about: "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack (ureq, ureq_proto, rustls) never logs below debug, whatever the filter says: its trace output would show credentials.",
     },
 ];
 
@@ -277,7 +277,7 @@ const NOD_DESCRIPTION: &str = "nod is a command-line agent whose every capabilit
 
 Servers are configured in a private profile, $NOD_HOME/mcp.json (by default ~/.nod/mcp.json). nod mcp uses them from the shell without a model; see nod-mcp(1).
 
-The interactive shell, nod ask, nod acp and OAuth are not built yet.";
+The interactive shell, nod ask and nod acp are not built yet.";
 
 const MCP_DESCRIPTION: &str = "nod mcp manages and uses the MCP servers of the profile without the shell or a model. Each command that needs a server starts it, runs the MCP handshake within the entry's startup_timeout_ms, does its work with operation_timeout_ms per request, and shuts the server down: stdin is closed, then after 1 s SIGTERM goes to the server's process group, then after another 1 s SIGKILL; the process is always reaped.
 
@@ -287,7 +287,11 @@ For an exact docker run command without --cidfile, nod injects a container id fi
 
 A stdio server that dies after a successful start is restarted when it is next needed, up to its restart_limit, after a backoff that doubles from 250 ms; calls in flight when it died fail at once and are not retried. Past the limit it stays down with its last error.
 
-A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.";
+A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.
+
+Answers are checked before they are used: a result that is not an object, a tool result without a content array or with an isError that is not true or false, a prompt without messages or a read without contents is a protocol error naming the server and the method (exit 2). A request whose capability the server did not declare (tools, resources, prompts, completions) is not sent: the error says the server does not offer it. A listing the server answers with method-not-found counts as empty. If initialize is refused without a list of supported versions, nod offers 2025-06-18, then 2025-03-26.
+
+Tool schemas must be JSON Schema 2020-12 (the default) or Draft 7 and valid against their meta-schema; nod never fetches a $ref from the network. A tool whose input or output schema fails is listed with [unusable: reason] and never called; the server's other tools stay usable. A tool that requires MCP Tasks (execution.taskSupport \"required\") is listed with [task required] and never called: nod does not implement tasks. tool call lists the server's tools first to know this. --elicit defaults accepts a form only when the defaults satisfy the requested schema (types, enum, bounds, lengths, formats); otherwise it declines, naming the field. A server that cancels its own request gets no answer to it. A -32042 error (URL elicitation required) is reported like a URL elicitation: the input_required result with the URL, exit 3.";
 
 const AUTH: &str = "A remote server may take static \"headers\", a \"header_env\" map (header name to environment variable), or \"bearer_token_env\". Otherwise nod speaks OAuth when the server answers 401: nod mcp auth <name> discovers the authorization server (protected resource metadata from the challenge or the well-known URLs, then RFC 8414 or OpenID Connect metadata, whose issuer must match), identifies itself with oauth.client_id (and client_secret_env), or oauth.client_metadata_url where the server supports client metadata documents, or else registers itself, and runs the authorization code flow with PKCE (S256 only; a server that does not advertise it is refused). The state and, when present, the iss of the callback are checked; the resource parameter names the server in every request. The profile's \"oauth\" fields (resource, issuer, client_id, client_secret_env, client_metadata_url, scopes) override discovery; all are optional.
 
@@ -309,7 +313,7 @@ A remote entry has \"type\": \"http\" (Streamable HTTP) or \"sse\" (legacy HTTP+
 
 Over Streamable HTTP nod keeps the Mcp-Session-Id the server assigns and sends MCP-Protocol-Version on every request after initialize; answers may be JSON or SSE streams; a stream that ends before its answer is resumed with Last-Event-ID after the server's retry delay, for as long as resumptions deliver events (five empty ones in a row give up), within the request's timeout; a cancelled request's stream is closed at once; a 404 on an expired session starts one new session however many requests noticed, and replays each once; the session is ended with DELETE. An http entry whose initialize gets 400, 404 or 405 (without a JSON-RPC error) falls back to legacy HTTP+SSE. Proxies come from the usual HTTP_PROXY, HTTPS_PROXY and NO_PROXY variables; TLS uses the system's roots.
 
-Every entry may set \"enabled\" (default true), \"required\" (default false), \"startup_timeout_ms\" (default 30000: start, handshake and first discovery), \"operation_timeout_ms\" (default 60000: each request) and \"restart_limit\" (default 1, stdio only). A broken entry is reported with its name and the fix, and the other entries still load; unknown fields give a warning.";
+Every entry may set \"enabled\" (default true), \"required\" (default false), \"startup_timeout_ms\" (default 30000: start, handshake and first discovery), \"operation_timeout_ms\" (default 60000: each request) and \"restart_limit\" (default 1, stdio only). Timeouts above 30 days are taken as 30 days. A broken entry is reported with its name and the fix, and the other entries still load; unknown fields give a warning.";
 
 #[cfg(test)]
 mod tests {
