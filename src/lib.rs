@@ -15,6 +15,7 @@
 //! - `oauth` authorizes remote servers; the transport reaches it through a trait, and the
 //!   browser side belongs to the front end.
 
+pub mod agent;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod cli;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
@@ -25,6 +26,7 @@ pub mod jsonrpc;
 pub mod mcp;
 pub mod net;
 pub mod oauth;
+pub mod provider;
 pub mod session;
 pub mod sha256;
 pub mod transport;

@@ -9,7 +9,7 @@ pub mod settings;
 mod url;
 pub mod write;
 
-pub use server::{OAuthConfig, RemoteConfig, ServerConfig, StdioConfig, Transport};
+pub use server::{MAX_TIMEOUT_MS, OAuthConfig, RemoteConfig, ServerConfig, StdioConfig, Transport};
 
 use std::path::PathBuf;
 

@@ -20,18 +20,24 @@ pub const MAX_REDIRECTS: usize = 5;
 /// An agent for nod's requests. `global` bounds each whole request (None: no bound, for
 /// event streams that stay open). Statuses are not errors: callers read them.
 pub fn agent(global: Option<Duration>) -> ureq::Agent {
+    builder(CONNECT_TIMEOUT).timeout_global(global).build().into()
+}
+
+/// An agent for a long answer read as it comes: each read may wait up to `idle`.
+pub fn streaming_agent(connect: Duration, idle: Duration) -> ureq::Agent {
+    builder(connect).timeout_per_read(Some(idle)).build().into()
+}
+
+fn builder(connect: Duration) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
     let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build();
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         // Redirects are followed by `follow` (same origin only): ureq would send the
         // configured headers to another origin, and does not re-send a POST body.
         .max_redirects(0)
-        .timeout_connect(Some(CONNECT_TIMEOUT))
-        .timeout_global(global)
+        .timeout_connect(Some(connect))
         .tls_config(tls)
         .user_agent(concat!("nod/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into()
 }
 
 /// The method of a redirected request: 307 and 308 keep it, 303 turns it into GET (and

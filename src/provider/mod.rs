@@ -1,0 +1,346 @@
+//! The model: any OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama, llama.cpp's
+//! server, vLLM, LM Studio, OpenRouter). One request is one blocking exchange on the
+//! caller's thread: the body is streamed (SSE, read with the same parser as MCP) and text
+//! deltas reach the caller as they arrive; a JSON answer is accepted too. A cancellation
+//! shuts the request's own agent down, which ends a blocked read at once.
+//!
+//! Retries belong to the agent loop (it knows whether anything was streamed); this module
+//! classifies failures (`ProviderError`) and reads `Retry-After`.
+
+pub mod config;
+mod stream;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use config::ProviderConfig;
+
+/// One message of the conversation, provider-neutral.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    System(String),
+    User(String),
+    Assistant { text: String, calls: Vec<ToolCall> },
+    Tool { call_id: String, content: String },
+}
+
+/// A tool call the model made. `arguments` is the raw JSON text the model wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finish {
+    Stop,
+    ToolCalls,
+    /// The answer was cut off (`length`).
+    Length,
+    Other(String),
+}
+
+/// Token counts, as far as the endpoint reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// One model answer.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    pub finish: Finish,
+    pub usage: Option<Usage>,
+    /// Bytes of text that reached the caller as deltas (the rest, if any, was not streamed).
+    pub streamed: usize,
+}
+
+/// Why a request produced no completion. Messages keep the HTTP status in parentheses, so
+/// a person (and the loop's classification) can tell them apart.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// 401 or 403: the key was refused. Never retried; the key is never shown.
+    Auth { status: u16 },
+    /// 429: retried after `Retry-After` when the endpoint gave one.
+    RateLimited { retry_after: Option<Duration> },
+    /// 5xx: retried.
+    Unavailable { status: u16, retry_after: Option<Duration> },
+    /// Any other status, with the endpoint's message (bounded, one line).
+    Http { status: u16, message: String },
+    /// The connection could not be made or broke before an answer.
+    Connect(String),
+    /// No byte within the idle timeout.
+    Timeout,
+    /// The stream broke off or was not an answer.
+    Stream(String),
+    /// The endpoint refused the content (`content_filter`).
+    ContentFilter,
+    /// The request was cancelled.
+    Cancelled,
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProviderError::Auth { status } => write!(f, "the model endpoint refused the API key ({status})"),
+            ProviderError::RateLimited { .. } => f.write_str("the model endpoint is rate limiting requests (429)"),
+            ProviderError::Unavailable { status, .. } => write!(f, "the model endpoint is unavailable ({status})"),
+            ProviderError::Http { status, message } => write!(f, "the model endpoint answered ({status}): {message}"),
+            ProviderError::Connect(why) => write!(f, "cannot reach the model endpoint: {why}"),
+            ProviderError::Timeout => f.write_str("the model endpoint timed out"),
+            ProviderError::Stream(why) => write!(f, "the model's answer broke off: {why}"),
+            ProviderError::ContentFilter => f.write_str("the model endpoint refused the content (content_filter)"),
+            ProviderError::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+impl ProviderError {
+    /// Whether a new attempt may succeed.
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::RateLimited { .. }
+                | ProviderError::Unavailable { .. }
+                | ProviderError::Connect(_)
+                | ProviderError::Stream(_)
+        )
+    }
+
+    /// The wait the endpoint asked for.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::RateLimited { retry_after } | ProviderError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// What to ask: the messages, the tools, and whether tools may be called now.
+pub struct Request<'a> {
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+    pub tool_choice_none: bool,
+}
+
+/// A Chat Completions client.
+pub struct Provider {
+    config: ProviderConfig,
+    /// Set once the endpoint refused `stream_options` (some servers do): not sent again.
+    no_stream_options: std::sync::atomic::AtomicBool,
+}
+
+impl Provider {
+    pub fn new(config: ProviderConfig) -> Provider {
+        Provider { config, no_stream_options: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// Sends one request and reads the answer, passing text deltas to `on_text` as they
+    /// arrive. `cancel` ends it at once.
+    pub fn complete(
+        &self,
+        req: &Request<'_>,
+        cancel: &crate::util::Trigger,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion, ProviderError> {
+        use std::sync::atomic::Ordering;
+        let with_options = !self.no_stream_options.load(Ordering::SeqCst);
+        match self.exchange(req, cancel, on_text, with_options) {
+            // A server that refuses stream_options says so in a 400; once without them.
+            Err(ProviderError::Http { status: 400, message }) if with_options && message.contains("stream_options") => {
+                self.no_stream_options.store(true, Ordering::SeqCst);
+                self.exchange(req, cancel, on_text, false)
+            }
+            other => other,
+        }
+    }
+
+    fn exchange(
+        &self,
+        req: &Request<'_>,
+        cancel: &crate::util::Trigger,
+        on_text: &mut dyn FnMut(&str),
+        with_options: bool,
+    ) -> Result<Completion, ProviderError> {
+        if cancel.is_fired() {
+            return Err(ProviderError::Cancelled);
+        }
+        let agent = self.agent();
+        let stop = agent.clone();
+        cancel.on_fire(move || stop.shutdown());
+        let body = body(&self.config.model, req, with_options).to_string();
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let mut builder = agent
+            .post(&url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "text/event-stream, application/json");
+        if let Some(key) = &self.config.api_key {
+            builder = builder.header("Authorization", format!("Bearer {key}"));
+        }
+        let sent = builder.send(body.as_bytes());
+        let resp = match sent {
+            Ok(resp) => resp,
+            Err(_) if cancel.is_fired() => return Err(ProviderError::Cancelled),
+            Err(ureq::Error::Timeout(_)) => return Err(ProviderError::Timeout),
+            Err(err) => return Err(ProviderError::Connect(crate::util::one_line(&err.to_string()))),
+        };
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(refusal(resp));
+        }
+        let result = stream::read(resp, on_text);
+        match result {
+            Err(_) if cancel.is_fired() => Err(ProviderError::Cancelled),
+            other => other,
+        }
+    }
+
+    /// An agent of this request's own, so a cancellation shuts only it down.
+    fn agent(&self) -> ureq::Agent {
+        crate::net::streaming_agent(self.config.connect_timeout, self.config.idle_timeout)
+    }
+}
+
+/// The request body (agent-reference 3.2).
+fn body(model: &str, req: &Request<'_>, with_options: bool) -> Value {
+    let messages: Vec<Value> = req.messages.iter().map(message_json).collect();
+    let mut body = json!({ "model": model, "messages": messages, "stream": true });
+    if with_options {
+        body["stream_options"] = json!({ "include_usage": true });
+    }
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({ "type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters,
+            } }))
+            .collect();
+        body["tools"] = Value::Array(tools);
+        body["tool_choice"] = json!(if req.tool_choice_none { "none" } else { "auto" });
+        body["parallel_tool_calls"] = json!(true);
+    }
+    body
+}
+
+fn message_json(message: &Message) -> Value {
+    match message {
+        Message::System(text) => json!({ "role": "system", "content": text }),
+        Message::User(text) => json!({ "role": "user", "content": text }),
+        Message::Assistant { text, calls } => {
+            let content = if text.is_empty() { Value::Null } else { json!(text) };
+            let mut out = json!({ "role": "assistant", "content": content });
+            if !calls.is_empty() {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+                    .collect();
+                out["tool_calls"] = Value::Array(calls);
+            }
+            out
+        }
+        Message::Tool { call_id, content } => json!({ "role": "tool", "tool_call_id": call_id, "content": content }),
+    }
+}
+
+/// A non-2xx answer, classified, with the endpoint's own message where it gave one.
+fn refusal(mut resp: crate::net::Response) -> ProviderError {
+    let status = resp.status().as_u16();
+    let retry_after = crate::net::header(&resp, "retry-after").and_then(retry_after);
+    let body = resp.body_mut().with_config().limit(64 * 1024).read_to_vec().unwrap_or_default();
+    match status {
+        401 | 403 => ProviderError::Auth { status },
+        429 => ProviderError::RateLimited { retry_after },
+        500..=599 => ProviderError::Unavailable { status, retry_after },
+        _ => ProviderError::Http { status, message: endpoint_message(&body) },
+    }
+}
+
+/// The message of an error body: `error.message`, `error`, `detail` or `message`, else the
+/// first 300 characters; one line.
+fn endpoint_message(body: &[u8]) -> String {
+    let value: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let text = value
+        .pointer("/error/message")
+        .or_else(|| value.get("error").filter(|e| e.is_string()))
+        .or_else(|| value.get("detail"))
+        .or_else(|| value.get("message"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    crate::util::one_line(&text.chars().take(300).collect::<String>())
+}
+
+/// `Retry-After` in seconds (an HTTP date is taken as "soon": one second), capped at 30 s.
+fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    let wait = match value.parse::<f64>() {
+        Ok(seconds) if seconds >= 0.0 && seconds.is_finite() => Duration::from_secs_f64(seconds),
+        _ if !value.is_empty() => Duration::from_secs(1),
+        _ => return None,
+    };
+    Some(wait.min(Duration::from_secs(30)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_has_the_documented_shape() {
+        let messages = vec![
+            Message::System("sys".into()),
+            Message::User("hi".into()),
+            Message::Assistant {
+                text: String::new(),
+                calls: vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: "{}".into() }],
+            },
+            Message::Tool { call_id: "c1".into(), content: "ok".into() },
+        ];
+        let tools = vec![ToolSpec { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }];
+        let body = body("m", &Request { messages: &messages, tools: &tools, tool_choice_none: false }, true);
+        assert_eq!(body["messages"][2]["content"], Value::Null);
+        assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], "{}");
+        assert_eq!(body["messages"][3], json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}));
+        assert_eq!(body["tool_choice"], "auto");
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        let bare = super::body("m", &Request { messages: &messages, tools: &[], tool_choice_none: false }, false);
+        assert!(bare.get("tools").is_none() && bare.get("tool_choice").is_none() && bare.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn retry_after_is_read_and_capped() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after("120"), Some(Duration::from_secs(30)));
+        assert_eq!(retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::from_secs(1)));
+        assert_eq!(retry_after(""), None);
+    }
+
+    #[test]
+    fn endpoint_messages_are_found() {
+        assert_eq!(endpoint_message(br#"{"error":{"message":"bad model"}}"#), "bad model");
+        assert_eq!(endpoint_message(br#"{"detail":"nope"}"#), "nope");
+        assert_eq!(endpoint_message(b"plain\ntext"), "plain text");
+    }
+}
