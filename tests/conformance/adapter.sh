@@ -4,13 +4,17 @@
 #   /bin/sh -c "exec bash tests/conformance/adapter.sh <server-url>"
 #
 # The server URL is the last argument; MCP_CONFORMANCE_SCENARIO names the scenario (and, for
-# four auth scenarios, MCP_CONFORMANCE_CONTEXT holds credentials as JSON). The adapter writes a
-# private nod profile with one Streamable HTTP server "test" at that URL and then execs real nod
-# commands, so the harness's SIGTERM (sent on its --timeout) reaches nod itself.
+# four auth scenarios, MCP_CONFORMANCE_CONTEXT holds credentials as JSON; 0.2.0-alpha also sets
+# MCP_CONFORMANCE_PROTOCOL_VERSION, the revision the scenario runs at, which nod negotiates by
+# itself). The adapter writes a private nod profile with one Streamable HTTP server "test" at
+# that URL and then execs real nod commands, so the harness's SIGTERM (sent on its --timeout)
+# reaches nod itself. One adapter serves every set (tests/conformance/sets/*): a scenario of the
+# same name is driven the same way in each harness version.
 #
 # Environment: NOD_BIN (the nod binary; default nod on PATH), NOD_CONFORMANCE_TMP (run.sh's
 # folder for the temporary NOD_HOMEs, which run.sh removes; without it the adapter removes its
-# own NOD_HOME once nod has exited).
+# own NOD_HOME once nod has exited), NOD_CONFORMANCE_NODE (the node that reads JSON for the
+# adapter; run.sh sets its Node 22, default node on PATH).
 set -euo pipefail
 
 [ "$#" -ge 1 ] || { echo "adapter: usage: adapter.sh <server-url> (run by the conformance harness)" >&2; exit 2; }
@@ -86,8 +90,33 @@ case "$scenario" in
     # from that GET stream.
     exec "$nod" mcp tool call test test_reconnection '{}' </dev/null
     ;;
+  json-schema-2020-12-preservation)
+    # 0.2.0-alpha.12 (not in 0.1.16). The mock SDK server at /mcp lists two tools:
+    # json_schema_2020_12_tool, whose inputSchema uses JSON Schema 2020-12 ($schema, $defs with an
+    # $anchor, a $ref, allOf/anyOf, if/then/else, additionalProperties: false), and
+    # json_schema_echo {schema: object}. The client must call json_schema_echo with the first
+    # tool's inputSchema, as it received it, as the `schema` argument; the checks compare what
+    # arrives with the fixture (SEP-1613 keywords must survive; the SEP-2106 ones are SKIPPED
+    # rather than FAILURE below 2026-07-28). So the adapter takes that inputSchema from nod's own
+    # `tool list --json` output and passes it on unchanged: whatever nod dropped or altered while
+    # parsing the listing shows up in the checks.
+    step "$nod" mcp tool list test --json >"$NOD_HOME/tools.json"
+    args="$("${NOD_CONFORMANCE_NODE:-node}" -e '
+      const fs = require("fs");
+      const tools = JSON.parse(fs.readFileSync(process.argv[1], "utf8")).tools || [];
+      const tool = tools.find((t) => t.name === "json_schema_2020_12_tool");
+      if (!tool || tool.inputSchema === undefined) {
+        console.error("adapter: nod listed no json_schema_2020_12_tool with an inputSchema");
+        process.exit(1);
+      }
+      process.stdout.write(JSON.stringify({ schema: tool.inputSchema }));
+    ' "$NOD_HOME/tools.json")"
+    exec "$nod" mcp tool call test json_schema_echo "$args" </dev/null
+    ;;
   auth/*)
-    # Not implemented in nod yet; what each auth scenario will need (0.1.16). Every one serves
+    # What each auth scenario checks, as of 0.1.16 (0.2.0-alpha.12 adds checks to some, e.g.
+    # auth/metadata-var2 wants the resource indicator exactly as the PRM publishes it, but is
+    # driven the same way). Every one serves
     # a stateless SDK server at /mcp behind bearer auth (401 + WWW-Authenticate, GET /mcp -> 404)
     # with one tool test-tool {type: object}, and a mock authorization server whose /authorize
     # answers an immediate 302 to redirect_uri?code=...&state=... (no browser), token
@@ -142,8 +171,8 @@ case "$scenario" in
         ;;
       auth/pre-registration)
         context="${MCP_CONFORMANCE_CONTEXT:-{\}}"
-        client_id=$(printf '%s' "$context" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).client_id||""))')
-        NOD_CONFORMANCE_SECRET=$(printf '%s' "$context" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).client_secret||""))')
+        client_id=$(printf '%s' "$context" | "${NOD_CONFORMANCE_NODE:-node}" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).client_id||""))')
+        NOD_CONFORMANCE_SECRET=$(printf '%s' "$context" | "${NOD_CONFORMANCE_NODE:-node}" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).client_secret||""))')
         export NOD_CONFORMANCE_SECRET
         oauth=$(printf '{"client_id": "%s", "client_secret_env": "NOD_CONFORMANCE_SECRET"}' "$client_id")
         ;;

@@ -2,7 +2,8 @@
 //
 //   node checks.mjs <checks.json>
 //
-// Line 1: "<success> <failure> <warning> <info>" (counts by status).
+// Line 1: "<success> <failure> <warning> <info> <skipped>" (counts by status; the 0.2.0-alpha
+// harness marks checks that do not apply at the run's protocol revision SKIPPED).
 // Then, for run.sh to show when the scenario did not pass:
 //   every FAILURE and WARNING check: id, status, description, errorMessage and details;
 //   then the INFO checks (the mock server's log of requests, responses and SSE events),
@@ -15,15 +16,17 @@ try {
   checks = JSON.parse(readFileSync(file, 'utf8'));
   if (!Array.isArray(checks)) throw new Error('not a JSON array');
 } catch (err) {
-  console.log('0 0 0 0');
+  console.log('0 0 0 0 0');
   console.log(`  cannot read ${file}: ${err.message}`);
   process.exit(0);
 }
 
 const count = (status) => checks.filter((c) => c.status === status).length;
-console.log(`${count('SUCCESS')} ${count('FAILURE')} ${count('WARNING')} ${count('INFO')}`);
+console.log(`${count('SUCCESS')} ${count('FAILURE')} ${count('WARNING')} ${count('INFO')} ${count('SKIPPED')}`);
 
 const clip = (text, max) => (text.length > max ? `${text.slice(0, max)}… (${text.length} chars)` : text);
+// One line per trace entry: bodies such as Express's HTML error pages span several lines.
+const oneLine = (text) => text.replace(/\s+/g, ' ').trim();
 
 const bad = checks.filter((c) => c.status === 'FAILURE' || c.status === 'WARNING');
 for (const c of bad) {
@@ -42,7 +45,7 @@ if (wire.length > 0) {
     // Show the status code and a short body for responses, which is what tells why a
     // request went wrong (406, 400 "Invalid or missing session ID", ...).
     if (typeof d.statusCode === 'number' && d.statusCode >= 400 && d.body !== undefined) {
-      extra = ` -> ${clip(typeof d.body === 'string' ? d.body : JSON.stringify(d.body), 200)}`;
+      extra = ` -> ${clip(oneLine(typeof d.body === 'string' ? d.body : JSON.stringify(d.body)), 200)}`;
     }
     console.log(`    ${c.timestamp ?? ''} [${c.id}] ${c.description ?? ''}${extra}`);
   }
