@@ -1,7 +1,181 @@
 //! The agent: a conversation with a model that reaches MCP tools through capability search,
 //! explicit selection and aliases, under nod's permission policy. Front ends (`nod ask`, the
-//! shell, ACP) drive it through the `Surface` trait; it has one loop.
+//! shell, ACP) drive it through the `Surface` trait; there is one loop (`turn`).
+//!
+//! The turn runs on the caller's thread: the model's answer streams in on it, tool calls go
+//! out from it one after another, and while a tool runs it also answers the elicitations
+//! servers send (through the surface). A `Trigger` cancels a turn: the model request and the
+//! turn's MCP calls (one call group) are cancelled at once, on the wire.
 
+mod call;
+pub mod catalog;
 pub mod limits;
 pub mod names;
+pub mod permissions;
+pub mod prompt;
+pub mod search;
 pub mod text;
+pub mod tools;
+mod turn;
+
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use serde_json::Value;
+
+use crate::provider::{Message, Provider, Usage};
+use crate::session::elicit::{Asked, InputRequired};
+use crate::session::runtime::Runtime;
+use catalog::Catalog;
+use limits::Limits;
+use permissions::Policy;
+
+/// How notices are meant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+/// An action that needs a person's approval.
+#[derive(Clone, Debug)]
+pub struct Approval {
+    /// The model-facing tool name (the permission name).
+    pub tool: String,
+    /// For MCP tools: the server and the tool's own name.
+    pub server: Option<String>,
+    pub original: Option<String>,
+    pub arguments: Value,
+}
+
+/// A person's answer to an approval.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Once,
+    /// Yes for the rest of this session: the whole tool.
+    Session,
+    /// No, with an optional note for the model.
+    Deny(Option<String>),
+    /// Ctrl-C at the question: no, and the turn ends.
+    Cancel,
+}
+
+/// What a surface did with an elicitation.
+#[derive(Clone, Debug)]
+pub enum Elicited {
+    /// The answer for the server: `{"action": ..., "content"?: ...}`.
+    Answer(Value),
+    /// Nobody can answer here: the turn ends with an input-required result.
+    Unanswerable,
+}
+
+/// What a front end shows and asks. Every method is called on the turn's thread.
+pub trait Surface {
+    /// Assistant text, as it streams.
+    fn text(&mut self, delta: &str);
+    /// A new model request begins (1-based).
+    fn step(&mut self, _step: usize) {}
+    fn tool_started(&mut self, name: &str, arguments: &str);
+    fn tool_finished(&mut self, name: &str, ok: bool, detail: &str);
+    fn notice(&mut self, level: Level, text: &str);
+    /// Asks for approval; `None` when nobody can be asked.
+    fn approve(&mut self, request: &Approval) -> Option<Answer>;
+    fn elicit(&mut self, request: &InputRequired) -> Elicited;
+}
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Completed,
+    Failed,
+    InputRequired,
+    Interrupted,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::InputRequired => "input_required",
+            Status::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A turn's record (`nod ask --json`).
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub status: Status,
+    /// All assistant text of the turn, steps separated by newlines.
+    pub output: String,
+    /// The final answer when the turn completed, else empty.
+    pub final_output: String,
+    pub steps: usize,
+    /// Finished tool calls in order: model-facing name and success.
+    pub tool_calls: Vec<(String, bool)>,
+    pub usage: Option<Usage>,
+    pub error: Option<String>,
+    pub input_required: Option<InputRequired>,
+}
+
+/// How the agent is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The most model requests in one turn.
+    pub max_steps: usize,
+    /// `--system`: replaces the base prompt.
+    pub system: Option<String>,
+    /// `first_call_tool_choice: "none"`.
+    pub first_call_tool_choice_none: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { max_steps: 50, system: None, first_call_tool_choice_none: false }
+    }
+}
+
+pub struct Agent {
+    provider: Provider,
+    runtime: Arc<Runtime>,
+    asked: Receiver<Asked>,
+    pub policy: Arc<Policy>,
+    pub limits: Limits,
+    options: Options,
+    system: String,
+    history: Vec<Message>,
+    catalog: Catalog,
+}
+
+impl Agent {
+    /// `asked` receives the elicitations of `runtime`'s servers (its inbound handler is a
+    /// `PolicyHandler` with `Policy::Fail` sending there).
+    pub fn new(
+        provider: Provider,
+        runtime: Arc<Runtime>,
+        asked: Receiver<Asked>,
+        policy: Arc<Policy>,
+        limits: Limits,
+        options: Options,
+    ) -> Agent {
+        let system = prompt::system(options.system.as_deref(), &runtime.names());
+        Agent { provider, runtime, asked, policy, limits, options, system, history: Vec::new(), catalog: Catalog::default() }
+    }
+
+    pub fn model(&self) -> &str {
+        &self.provider.config().model
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// A fresh conversation: history, selections and session grants are forgotten.
+    pub fn reset(&mut self) {
+        self.history.clear();
+        self.catalog = Catalog::default();
+        self.policy.clear_grants();
+    }
+}

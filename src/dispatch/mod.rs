@@ -139,6 +139,8 @@ pub enum CallError {
     Invalid { method: &'static str, why: &'static str },
     /// The server did not declare the capability the method needs; nothing was sent.
     NotOffered(&'static str),
+    /// The caller's last check before sending refused (a permission changed, a view died).
+    Refused(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -150,6 +152,7 @@ impl std::fmt::Display for CallError {
             CallError::Disconnected(cause) => write!(f, "{cause}"),
             CallError::Transport(cause) => write!(f, "{cause}"),
             CallError::Invalid { method, why } => write!(f, "the server's answer to {method} {why}"),
+            CallError::Refused(why) => write!(f, "refused before sending: {why}"),
             CallError::NotOffered(capability) => {
                 write!(f, "the server does not offer {capability} (it declared no {capability} capability)")
             }
@@ -162,7 +165,14 @@ impl std::fmt::Display for CallError {
     }
 }
 
-impl std::error::Error for CallError {}
+impl std::error::Error for CallError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallError::Disconnected(cause) | CallError::Transport(cause) => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// One connection's state shared by the dispatcher, its session and the callers: the way to
 /// its worker, wire ids, list-change counters, and why it closed.

@@ -8,6 +8,7 @@ pub mod elicit;
 pub mod envelope;
 pub mod fleet;
 pub mod schema;
+pub mod runtime;
 pub mod supervisor;
 
 use std::sync::{Arc, Mutex};
@@ -257,8 +258,24 @@ impl Session {
 
     /// Starts `tools/call` with a progress token, in `group` when given.
     pub fn call_tool(&self, tool: &str, arguments: &Value, group: Option<GroupId>) -> Call {
+        self.call_tool_admitted(tool, arguments, group, &|| Ok(()))
+    }
+
+    /// `call_tool`, with `admit` asked right before the request goes to the transport (the
+    /// agent's permission check; a subagent's view): a refusal sends nothing.
+    pub fn call_tool_admitted(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        group: Option<GroupId>,
+        admit: &dyn Fn() -> Result<(), String>,
+    ) -> Call {
         let token = json!(self.engine.next_call().0);
         let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } });
+        if let Err(why) = admit() {
+            let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));
+            return Call { pending, method: method::TOOLS_CALL, params: None, timeout: self.operation_timeout, progress: None, group, replayed: true };
+        }
         self.launch(method::TOOLS_CALL, Some(params.to_string()), self.operation_timeout, Some(token), group)
     }
 
@@ -371,19 +388,39 @@ fn answered_version(result: &Value) -> anyhow::Result<Version> {
     }
 }
 
+/// A remote entry's credential comes from an environment variable that is not set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingVariable {
+    /// `bearer_token_env`, or the header `header_env` fills.
+    pub field: String,
+    pub variable: String,
+}
+
+impl std::fmt::Display for MissingVariable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field == "bearer_token_env" {
+            write!(f, "bearer_token_env names the environment variable {}, which is not set", self.variable)
+        } else {
+            write!(f, "header {} comes from the environment variable {}, which is not set", self.field, self.variable)
+        }
+    }
+}
+
+impl std::error::Error for MissingVariable {}
+
 /// Static headers, `header_env` values and the bearer token, read now from the environment.
 fn resolve_headers(remote: &crate::config::RemoteConfig) -> anyhow::Result<Vec<(String, String)>> {
     let mut headers = remote.headers.clone();
     for (header, var) in &remote.header_env {
         match std::env::var(var) {
             Ok(value) if !value.is_empty() => headers.push((header.clone(), value)),
-            _ => bail!("header {header} comes from the environment variable {var}, which is not set"),
+            _ => return Err(MissingVariable { field: header.clone(), variable: var.clone() }.into()),
         }
     }
     if let Some(var) = &remote.bearer_token_env {
         match std::env::var(var) {
             Ok(token) if !token.is_empty() => headers.push(("Authorization".into(), format!("Bearer {token}"))),
-            _ => bail!("bearer_token_env names the environment variable {var}, which is not set"),
+            _ => return Err(MissingVariable { field: "bearer_token_env".into(), variable: var.clone() }.into()),
         }
     }
     Ok(headers)

@@ -219,7 +219,14 @@ impl std::fmt::Display for TransportError {
     }
 }
 
-impl std::error::Error for TransportError {}
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TransportError::Unauthorized { cause: Some(cause), .. } => Some(cause.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 fn http_status(status: u16) -> String {
     match status {

@@ -1,0 +1,396 @@
+//! Permissions (agent-reference 5): the mode (`ask`, the default, or `full-access`), rules
+//! from settings.json (user rules, then the workspace's; the last match wins), and grants a
+//! person gave for this session. Project files never define rules, and server text never
+//! grants anything. A decision is made before a tool runs and made again, without asking,
+//! immediately before the request reaches the transport.
+
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Ask,
+    FullAccess,
+}
+
+impl Mode {
+    pub fn parse(text: &str) -> Option<Mode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "ask" => Some(Mode::Ask),
+            "full-access" | "full access" | "yolo" => Some(Mode::FullAccess),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::FullAccess => "full-access",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Action {
+    fn parse(text: &str) -> Option<Action> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "allow" => Some(Action::Allow),
+            "ask" => Some(Action::Ask),
+            "deny" => Some(Action::Deny),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub permission: String,
+    pub pattern: String,
+    pub action: Action,
+    /// "user" or "workspace".
+    pub source: &'static str,
+}
+
+/// Why a tool did not run, as the model sees it (agent-reference 5.6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Denial {
+    /// A person said no (with an optional note, delivered separately).
+    UserDenied,
+    /// A rule denies it, or the decision changed before transport.
+    PolicyDenied,
+    /// It needs approval and nobody can be asked.
+    PermissionRequired,
+}
+
+impl Denial {
+    /// The failure result the model receives.
+    pub fn to_json(&self, tool: &str) -> Value {
+        let (reason, message, suggestion) = match self {
+            Denial::UserDenied => (
+                "user_denied",
+                "Permission denied by user",
+                "The tool did not run. Do not retry unchanged; explain the denial or use a safer allowed alternative.",
+            ),
+            Denial::PolicyDenied => (
+                "policy_denied",
+                "Tool access was denied by configured policy",
+                "The tool did not run. Do not retry unchanged; explain the configured policy blocker or use an allowed alternative.",
+            ),
+            Denial::PermissionRequired => (
+                "permission_required",
+                "Tool approval is required before this tool can run",
+                "The tool did not run. Noninteractive mode cannot show an approval prompt. Rerun interactively to approve, or configure a narrow permission rule before retrying.",
+            ),
+        };
+        json!({ "error": { "type": "tool_permission_denied", "tool_name": tool, "message": message,
+            "reason": reason, "denied": true, "suggestion": suggestion } })
+    }
+}
+
+/// What the policy says before a tool runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    Ask,
+    Deny(Denial),
+}
+
+/// How a tool is treated when no rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sensitivity {
+    /// Never needs approval (capability_search, mcp_select_tool).
+    Free,
+    /// Runs unless a rule says otherwise (read-only: mcp_read_resource).
+    ReadOnly,
+    /// Needs approval in ask mode (every MCP tool).
+    Sensitive,
+}
+
+pub struct Policy {
+    mode: Mutex<Mode>,
+    configured: Mode,
+    rules: Vec<Rule>,
+    grants: Mutex<Vec<String>>,
+}
+
+impl Policy {
+    pub fn new(mode: Mode, rules: Vec<Rule>) -> Policy {
+        Policy { mode: Mutex::new(mode), configured: mode, rules, grants: Mutex::new(Vec::new()) }
+    }
+
+    pub fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes the mode for this session (`/permissions <mode>`); `None` goes back to the
+    /// configured one.
+    pub fn set_mode(&self, mode: Option<Mode>) {
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode.unwrap_or(self.configured);
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn grants(&self) -> Vec<String> {
+        self.grants.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// "Yes for this session": the whole tool, every argument.
+    pub fn grant(&self, permission: &str) {
+        let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
+        if !grants.iter().any(|g| g == permission) {
+            grants.push(permission.to_string());
+        }
+    }
+
+    pub fn clear_grants(&self) {
+        self.grants.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// The decision for `permission` (the tool's model-facing name) on `target` (`*` for MCP
+    /// tools, `<server>:<uri>` for a resource read).
+    pub fn decide(&self, permission: &str, target: &str, sensitivity: Sensitivity) -> Decision {
+        if self.mode() == Mode::FullAccess {
+            return Decision::Allow;
+        }
+        let matched = self
+            .rules
+            .iter()
+            .rev()
+            .find(|r| wildcard(&r.permission, permission) && (r.pattern == "*" || wildcard(&r.pattern, target)))
+            .map(|r| r.action);
+        match matched {
+            Some(Action::Deny) => Decision::Deny(Denial::PolicyDenied),
+            Some(Action::Allow) => Decision::Allow,
+            Some(Action::Ask) | None if self.granted(permission) => Decision::Allow,
+            Some(Action::Ask) => Decision::Ask,
+            None => match sensitivity {
+                Sensitivity::Free | Sensitivity::ReadOnly => Decision::Allow,
+                Sensitivity::Sensitive => Decision::Ask,
+            },
+        }
+    }
+
+    /// The check right before transport: the same decision, without asking. `approved`
+    /// says a person approved this one call.
+    pub fn recheck(&self, permission: &str, target: &str, sensitivity: Sensitivity, approved: bool) -> Result<(), Denial> {
+        match self.decide(permission, target, sensitivity) {
+            Decision::Allow => Ok(()),
+            Decision::Ask if approved => Ok(()),
+            Decision::Ask => Err(Denial::PermissionRequired),
+            Decision::Deny(denial) => Err(denial),
+        }
+    }
+
+    /// Whether a rule denies `permission` whatever else happens (a tool to keep out of
+    /// search results).
+    pub fn always_denied(&self, permission: &str) -> bool {
+        self.mode() != Mode::FullAccess
+            && self
+                .rules
+                .iter()
+                .rev()
+                .find(|r| wildcard(&r.permission, permission) && r.pattern == "*")
+                .is_some_and(|r| r.action == Action::Deny)
+    }
+
+    fn granted(&self, permission: &str) -> bool {
+        self.grants.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|g| g == permission)
+    }
+
+    /// `nod permissions` as text (agent-reference 5.8).
+    pub fn describe(&self) -> String {
+        let mut out = format!("[permissions] mode={}\n", self.mode().as_str());
+        if self.rules.is_empty() {
+            out.push_str("[permissions] configured rules: (none)\n");
+        } else {
+            out.push_str("[permissions] configured rules:\n");
+            for rule in &self.rules {
+                out.push_str(&format!(" - {} {} -> {} ({})\n", rule.action.as_str(), rule.permission, rule.pattern, rule.source));
+            }
+        }
+        let grants = self.grants();
+        if grants.is_empty() {
+            out.push_str("[permissions] session grants: (none)\n");
+        } else {
+            out.push_str("[permissions] session grants:\n");
+            for grant in grants {
+                out.push_str(&format!(" - {grant} -> *\n"));
+            }
+        }
+        out
+    }
+
+    /// `nod permissions --json`.
+    pub fn describe_json(&self) -> Value {
+        let rules: Vec<Value> = self
+            .rules
+            .iter()
+            .map(|r| json!({ "permission": r.permission, "pattern": r.pattern, "action": r.action.as_str(), "source": r.source }))
+            .collect();
+        let grants: Vec<Value> =
+            self.grants().iter().map(|g| json!({ "tool_name": g, "target_path": "*", "display_target": "*" })).collect();
+        json!({ "kind": "permissions", "mode": self.mode().as_str(), "grant_count": grants.len(),
+            "grant_scope": "session", "runtime_grants_available": true, "rules_scope": "persistent_config",
+            "rules": rules, "grants": grants })
+    }
+}
+
+/// Rules from a settings value (agent-reference 5.2): `"ask"`, `{"perm": "action"}` or
+/// `{"perm": {"pattern": "action"}}`. Bad entries are skipped with a diagnostic.
+pub fn parse_rules(value: &Value, source: &'static str, issues: &mut Vec<String>) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    let rule = |permission: &str, pattern: &str, action: Action| Rule {
+        permission: permission.to_string(),
+        pattern: pattern.to_string(),
+        action,
+        source,
+    };
+    match value {
+        Value::String(action) => match Action::parse(action) {
+            Some(action) => rules.push(rule("*", "*", action)),
+            None => issues.push(format!("permission: invalid action {action:?}")),
+        },
+        Value::Object(map) => {
+            for (permission, entry) in map {
+                if permission.is_empty() {
+                    issues.push("permission: empty permission name".into());
+                    continue;
+                }
+                match entry {
+                    Value::String(action) => match Action::parse(action) {
+                        Some(action) => rules.push(rule(permission, "*", action)),
+                        None => issues.push(format!("permission.{permission}: invalid action {action:?}")),
+                    },
+                    Value::Object(patterns) => {
+                        for (pattern, action) in patterns {
+                            match action.as_str().and_then(Action::parse) {
+                                Some(action) => rules.push(rule(permission, pattern, action)),
+                                None => issues.push(format!("permission.{permission}: invalid action {action}")),
+                            }
+                        }
+                    }
+                    _ => issues.push(format!("permission.{permission}: expected an action or a pattern map")),
+                }
+            }
+        }
+        _ => issues.push("permission: expected a string or an object".into()),
+    }
+    rules
+}
+
+/// `*` (any run, `**` too) and `?` (one character), case-sensitive, with backtracking.
+pub fn wildcard(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            while pi < p.len() && p[pi] == '*' {
+                pi += 1;
+            }
+            star = Some(pi);
+            mark = ti;
+        } else if let Some(after) = star {
+            pi = after;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(value: Value) -> Vec<Rule> {
+        let mut issues = Vec::new();
+        let rules = parse_rules(&value, "user", &mut issues);
+        assert!(issues.is_empty(), "{issues:?}");
+        rules
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard("mcp_docs_*", "mcp_docs_search"));
+        assert!(wildcard("*", "anything"));
+        assert!(wildcard("mcp_?s_*", "mcp_fs_write"));
+        assert!(!wildcard("mcp_docs_*", "mcp_fs_write"));
+        assert!(wildcard("a*b*c", "aXXbYYc"));
+        assert!(!wildcard("MCP_*", "mcp_x"));
+    }
+
+    #[test]
+    fn the_last_matching_rule_wins_and_deny_beats_grants() {
+        let policy = Policy::new(
+            Mode::Ask,
+            rules(json!({ "*": "ask", "mcp_docs_*": "allow", "mcp_fs_write_file": "deny" })),
+        );
+        assert_eq!(policy.decide("mcp_docs_search", "*", Sensitivity::Sensitive), Decision::Allow);
+        assert_eq!(policy.decide("mcp_fs_read", "*", Sensitivity::Sensitive), Decision::Ask);
+        assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        policy.grant("mcp_fs_write_file");
+        policy.grant("mcp_fs_read");
+        assert_eq!(policy.decide("mcp_fs_read", "*", Sensitivity::Sensitive), Decision::Allow);
+        assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        assert!(policy.always_denied("mcp_fs_write_file"));
+        policy.set_mode(Some(Mode::FullAccess));
+        assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Allow);
+    }
+
+    #[test]
+    fn defaults_without_rules() {
+        let policy = Policy::new(Mode::Ask, Vec::new());
+        assert_eq!(policy.decide("mcp_x_y", "*", Sensitivity::Sensitive), Decision::Ask);
+        assert_eq!(policy.decide("mcp_read_resource", "s:u", Sensitivity::ReadOnly), Decision::Allow);
+        assert_eq!(policy.decide("capability_search", "*", Sensitivity::Free), Decision::Allow);
+        assert_eq!(policy.recheck("mcp_x_y", "*", Sensitivity::Sensitive, false), Err(Denial::PermissionRequired));
+        assert_eq!(policy.recheck("mcp_x_y", "*", Sensitivity::Sensitive, true), Ok(()));
+    }
+
+    #[test]
+    fn rule_shapes_and_bad_entries() {
+        assert_eq!(rules(json!("deny"))[0].permission, "*");
+        let patterns = rules(json!({ "mcp_read_resource": { "docs:*": "allow", "fs:*": "deny" } }));
+        assert_eq!(patterns.len(), 2);
+        let policy = Policy::new(Mode::Ask, patterns);
+        assert_eq!(policy.decide("mcp_read_resource", "fs:file:///etc", Sensitivity::ReadOnly), Decision::Deny(Denial::PolicyDenied));
+        let mut issues = Vec::new();
+        parse_rules(&json!({ "x": "maybe", "": "allow", "y": 3 }), "user", &mut issues);
+        assert_eq!(issues.len(), 3, "{issues:?}");
+    }
+
+    #[test]
+    fn denials_have_the_documented_shape() {
+        let denial = Denial::PermissionRequired.to_json("mcp_a_b");
+        assert_eq!(denial["error"]["type"], "tool_permission_denied");
+        assert_eq!(denial["error"]["reason"], "permission_required");
+        assert_eq!(denial["error"]["denied"], true);
+    }
+}
