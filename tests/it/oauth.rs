@@ -18,6 +18,8 @@ use crate::support::{Env, Output};
 const NAME: &str = "srv";
 const BROWSER: &str = "curl -s -L --max-time 10 -o /dev/null";
 const CANARIES: &[&str] = &["tok-canary", "refresh-canary", "secret-canary"];
+/// Terminal control sequences that a server string must never carry to stderr.
+const ESCAPES: &[char] = &['\u{1b}', '\u{7}', '\r', '\u{9b}'];
 
 /// What the world does; tests change it between runs.
 #[derive(Clone)]
@@ -36,6 +38,19 @@ struct Knobs {
     need_scope: Option<&'static str>,
     always_forbid: bool,
     client_secret: Option<&'static str>,
+    /// The PRM's authorization_servers[0] instead of the real issuer.
+    prm_server: Option<String>,
+    /// The challenge's resource_metadata instead of the path-based PRM.
+    challenge_prm: Option<String>,
+    /// Protected resource metadata only at the root (resource = the origin), and a
+    /// challenge without resource_metadata (conformance auth/metadata-var2).
+    root_prm: bool,
+    /// AS metadata fields replaced (or added).
+    metadata: Vec<(&'static str, Value)>,
+    /// /authorize redirects with this error and error_description.
+    authorize_error: Option<(String, String)>,
+    /// /token answers 400 with this error and error_description.
+    token_error: Option<(String, String)>,
 }
 
 impl Default for Knobs {
@@ -51,6 +66,12 @@ impl Default for Knobs {
             need_scope: None,
             always_forbid: false,
             client_secret: None,
+            prm_server: None,
+            challenge_prm: None,
+            root_prm: false,
+            metadata: Vec::new(),
+            authorize_error: None,
+            token_error: None,
         }
     }
 }
@@ -101,6 +122,12 @@ impl World {
 
     fn mcp(&self) -> String {
         self.fx.url("/mcp")
+    }
+
+    /// `http://0.0.0.0:<the world's port>`: the unspecified address, which reaches this
+    /// world on Linux.
+    fn unspecified(&self) -> String {
+        self.fx.url("").replace("127.0.0.1", "0.0.0.0")
     }
 
     fn issuer(&self) -> String {
@@ -182,12 +209,16 @@ fn now() -> u64 {
 
 fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
     let path = req.path.split('?').next().unwrap_or("");
+    let issuer = base.to_string();
+    let prm = |resource: String| {
+        let server = k.prm_server.clone().unwrap_or_else(|| issuer.clone());
+        Reply::json(&json!({ "resource": resource, "authorization_servers": [server], "scopes_supported": ["base"] }))
+    };
     match (req.method.as_str(), path) {
         (_, "/mcp") => {
-            let token = req.header("authorization").and_then(|h| h.strip_prefix("Bearer "));
-            let Some(scope) = token.and_then(|t| b.access.get(t)) else {
-                let prm = format!("{base}/.well-known/oauth-protected-resource/mcp");
-                return Reply::status(401).header("WWW-Authenticate", &format!("Bearer resource_metadata=\"{prm}\""));
+            let scope = match bearer_scope(base, k, b, req, "/mcp") {
+                Ok(scope) => scope,
+                Err(reply) => return reply,
             };
             let granted: Vec<&str> = scope.split_whitespace().collect();
             let lacking = k.need_scope.is_some_and(|need| need.split_whitespace().any(|s| !granted.contains(&s)));
@@ -198,12 +229,11 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             }
             standard(req)
         }
-        ("GET", "/.well-known/oauth-protected-resource/mcp") => Reply::json(&json!({
-            "resource": format!("{base}/mcp"), "authorization_servers": [base], "scopes_supported": ["base"],
-        })),
+        ("GET", "/.well-known/oauth-protected-resource/mcp") if !k.root_prm => prm(format!("{base}/mcp")),
+        ("GET", "/.well-known/oauth-protected-resource") if k.root_prm => prm(base.to_string()),
         ("GET", "/.well-known/oauth-authorization-server") => {
             let mut doc = json!({
-                "issuer": k.metadata_issuer.clone().unwrap_or_else(|| base.to_string()),
+                "issuer": k.metadata_issuer.clone().unwrap_or_else(|| issuer.clone()),
                 "authorization_endpoint": format!("{base}/authorize"),
                 "token_endpoint": format!("{base}/token"),
                 "registration_endpoint": format!("{base}/register"),
@@ -214,6 +244,9 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             });
             if !k.pkce_advertised {
                 doc.as_object_mut().unwrap().remove("code_challenge_methods_supported");
+            }
+            for (key, value) in &k.metadata {
+                doc[*key] = value.clone();
             }
             Reply::json(&doc)
         }
@@ -228,17 +261,46 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
         ("GET", "/authorize") => {
             let q = query(req);
             let get = |key: &str| q.get(key).cloned().unwrap_or_default();
+            let state = if k.wrong_state { "not-the-state".to_string() } else { get("state") };
+            if let Some((error, description)) = &k.authorize_error {
+                let location = format!(
+                    "{}?error={}&error_description={}&state={}",
+                    get("redirect_uri"),
+                    encode(error),
+                    encode(description),
+                    encode(&state)
+                );
+                return Reply::status(302).header("Location", &location);
+            }
             let code = format!("code-{}", b.codes.len() + 1);
             b.codes.insert(code.clone(), (get("code_challenge"), get("redirect_uri"), get("scope")));
-            let state = if k.wrong_state { "not-the-state".to_string() } else { get("state") };
-            let iss = k.iss.clone().unwrap_or_else(|| base.to_string());
+            let iss = k.iss.clone().unwrap_or_else(|| issuer.clone());
             let location = format!("{}?code={code}&state={}&iss={}", get("redirect_uri"), encode(&state), encode(&iss));
             Reply::status(302).header("Location", &location)
         }
-        ("POST", "/token") => token(k, b, &form(req)),
+        ("POST", "/token") => match &k.token_error {
+            Some((error, description)) => {
+                Reply::json(&json!({ "error": error, "error_description": description })).code(400)
+            }
+            None => token(k, b, &form(req)),
+        },
         ("POST", "/revoke") => Reply::status(200),
         _ => Reply::status(404),
     }
+}
+
+/// The scope of the request's valid bearer token, or the 401 that answers it.
+fn bearer_scope(base: &str, k: &Knobs, b: &Books, req: &Request, endpoint: &str) -> Result<String, Reply> {
+    let token = req.header("authorization").and_then(|h| h.strip_prefix("Bearer "));
+    if let Some(scope) = token.and_then(|t| b.access.get(t)) {
+        return Ok(scope.clone());
+    }
+    let challenge = match (&k.challenge_prm, k.root_prm) {
+        (Some(url), _) => format!("Bearer resource_metadata=\"{url}\""),
+        (None, true) => "Bearer".to_string(),
+        (None, false) => format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource{endpoint}\""),
+    };
+    Err(Reply::status(401).header("WWW-Authenticate", &challenge))
 }
 
 fn token(k: &Knobs, b: &mut Books, f: &HashMap<String, String>) -> Reply {
@@ -540,4 +602,140 @@ fn oauth_insufficient_scope_steps_up_with_the_union_and_gives_up_after_three() {
     out.code(2).within(20.0).stderr_line_has(&["srv", "scope"]);
     let rounds = w.seen(mark, "/authorize").len();
     assert!((1..=3).contains(&rounds), "{rounds} authorizations in one process: {}", w.wire());
+}
+
+/// No control character of a server string reaches stderr.
+fn assert_no_escapes(out: &Output) {
+    for escape in ESCAPES {
+        out.stderr_lacks(&escape.to_string());
+    }
+}
+
+/// No request after `mark` reached the authorization server's registration, authorize or
+/// token endpoints.
+fn assert_no_flow(w: &World, mark: usize) {
+    let wire = w.wire();
+    assert!(w.seen(mark, "/register").is_empty(), "{wire}");
+    assert!(w.seen(mark, "/authorize").is_empty(), "{wire}");
+    assert!(w.seen(mark, "/token").is_empty(), "{wire}");
+}
+
+/// Issue 10, item 1: a loopback resource naming a plain-http authorization server elsewhere
+/// would get the code, the verifier and later refresh tokens in cleartext.
+#[test]
+fn oauth_plain_http_authorization_server_on_another_host_is_refused_before_any_request() {
+    let w = World::new(|k| k.prm_server = Some("http://example.invalid:1".into()));
+    let out = w.auth();
+    // No connection attempt: refused at once, well under the 15 s connect timeout.
+    out.code(2).within(5.0).stderr_line_has(&["server srv", "authorization server", "https", "loopback"]);
+    assert_no_flow(&w, 0);
+    assert!(!w.env.path("credentials.json").exists());
+}
+
+#[test]
+fn oauth_urls_on_the_unspecified_address_are_refused_before_any_request() {
+    // 0.0.0.0 reaches this machine on Linux: without the rule the world would see requests.
+    let w = World::new(|_| {});
+    let zero = w.unspecified();
+    w.set(|k| k.metadata = vec![("token_endpoint", json!(format!("{zero}/token")))]);
+    let out = w.auth();
+    out.code(2).within(5.0).stderr_line_has(&["server srv", "token endpoint", "unspecified address"]);
+    assert_no_flow(&w, 0);
+
+    w.set(|k| {
+        k.metadata.clear();
+        k.challenge_prm = Some(format!("{zero}/.well-known/oauth-protected-resource/mcp"));
+    });
+    let mark = w.mark();
+    let out = w.auth();
+    out.code(2).within(5.0).stderr_line_has(&["server srv", "protected resource metadata", "unspecified address"]);
+    assert!(w.seen(mark, "/.well-known").is_empty(), "{}", w.wire());
+    assert_no_flow(&w, mark);
+}
+
+#[test]
+fn oauth_stored_endpoints_that_break_the_url_rule_are_never_contacted() {
+    let w = authorized(|_| {});
+    let zero = w.unspecified();
+    let mut creds = w.creds();
+    creds["servers"][NAME]["token_endpoint"] = json!(format!("{zero}/token"));
+    creds["servers"][NAME]["revocation_endpoint"] = json!(format!("{zero}/revoke"));
+    w.write_creds(&creds);
+    w.reject_tokens();
+    let mark = w.mark();
+    let out = w.call(false);
+    out.code(2).within(5.0).stderr_line_has(&["srv", "token endpoint", "unspecified address"]);
+    assert!(w.seen(mark, "/token").is_empty(), "{}", w.wire());
+    let out = w.run(&["mcp", "logout", NAME], false, None);
+    out.code(0).within(5.0).stdout_has("logged out of server srv locally").stdout_has("unspecified address");
+    assert!(w.seen(mark, "/revoke").is_empty(), "{}", w.wire());
+    assert!(w.creds()["servers"].get(NAME).is_none(), "{}", w.creds());
+}
+
+/// Issue 10, item 5: an OSC-8 link, a screen clear and a line rewrite in server strings.
+#[test]
+fn oauth_server_strings_never_reach_the_terminal_with_their_escapes() {
+    let trap = "\u{1b}]8;;http://evil.example/\u{7}click\u{1b}]8;;\u{7}\u{1b}[2K\r\u{9b}1A";
+    let w = World::new(|k| k.authorize_error = Some((format!("access_denied{trap}"), format!("denied{trap}"))));
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "access_denied", "denied"]);
+    assert_no_escapes(&out);
+    assert!(w.seen(0, "/token").is_empty(), "{}", w.wire());
+
+    w.set(|k| {
+        k.authorize_error = None;
+        k.token_error = Some((format!("invalid_grant{trap}"), format!("the code is used{trap}")));
+    });
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "token endpoint", "invalid_grant", "the code is used"]);
+    assert_no_escapes(&out);
+
+    w.set(|k| {
+        k.token_error = None;
+        k.metadata = vec![("authorization_endpoint", json!(format!("{}/authorize{trap}", w.issuer())))];
+    });
+    let mark = w.mark();
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "authorization endpoint"]);
+    assert_no_escapes(&out);
+    assert_no_flow(&w, mark);
+
+    // Not https: neither printed nor opened.
+    w.set(|k| k.metadata = vec![("authorization_endpoint", json!("file:///etc/passwd"))]);
+    let mark = w.mark();
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "authorization endpoint", "https"]);
+    out.stderr_lacks("passwd").stderr_lacks("open this URL");
+    assert_no_flow(&w, mark);
+}
+
+/// Issue 10, item 9 (conformance auth/metadata-var2): metadata at the root names the origin
+/// as the resource, and that is the resource indicator, on every request.
+#[test]
+fn oauth_resource_is_sent_exactly_as_the_protected_resource_metadata_names_it() {
+    let w = World::new(|k| k.root_prm = true);
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let origin = w.issuer();
+    let wire = w.wire();
+    assert_eq!(w.seen(0, "/.well-known/oauth-protected-resource/mcp").len(), 1, "path first: {wire}");
+    assert_eq!(query(&w.seen(0, "/authorize")[0])["resource"], origin, "{wire}");
+    assert_eq!(form(&w.seen(0, "/token")[0])["resource"], origin, "{wire}");
+    assert_eq!(w.creds()["servers"][NAME]["resource"], json!(origin));
+
+    // The stored credential covers the server URL: it is used, and refreshed for the origin.
+    w.reject_tokens();
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let grants: Vec<_> = w.seen(mark, "/token").iter().map(form).collect();
+    assert_eq!(grants.len(), 1, "{}", w.wire());
+    assert_eq!((&grants[0]["grant_type"], &grants[0]["resource"]), (&"refresh_token".into(), &origin));
+    assert!(w.bearers(mark)[1..].iter().all(|b| b.as_deref() == Some("tok-canary-2")), "{}", w.wire());
+
+    // A credential for another resource is never sent here.
+    let mut creds = w.creds();
+    creds["servers"][NAME]["resource"] = json!("http://127.0.0.2:1");
+    w.write_creds(&creds);
+    let mark = w.mark();
+    w.call(false).code(2).within(5.0).stderr_line_has(&["srv", "run nod mcp auth srv"]);
+    assert!(w.bearers(mark).iter().all(Option::is_none), "{}", w.wire());
 }
