@@ -1,6 +1,7 @@
-//! OAuth against one in-process world (`http_fixture`): an MCP endpoint that answers 401
-//! without the currently valid bearer token, its protected resource metadata, and an
-//! authorization server (metadata, registration, authorize, token with PKCE checks, revoke).
+//! OAuth against one in-process world (`http_fixture`): an MCP endpoint (Streamable HTTP at
+//! `/mcp`, or legacy HTTP+SSE at `/sse`) that answers 401 without the currently valid bearer
+//! token, its protected resource metadata, and an authorization server (metadata,
+//! registration, authorize, token with PKCE checks, revoke).
 //! The browser is `BROWSER=curl -L`, which follows the 302 to nod's loopback callback. Each
 //! test checks exit codes, messages naming the server, time, and what reached the fixture.
 //! Token values are canaries that must never show in any output.
@@ -12,12 +13,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use nod::oauth::flow::{base64url, encode, parse_query};
 use serde_json::{Value, json};
 
-use crate::http_fixture::{Fixture, Reply, Request, standard};
+use crate::http_fixture::{Fixture, Reply, Request, init_result, result_msg, standard, text_result};
 use crate::support::{Env, Output};
 
 const NAME: &str = "srv";
 const BROWSER: &str = "curl -s -L --max-time 10 -o /dev/null";
-const CANARIES: &[&str] = &["tok-canary", "refresh-canary", "secret-canary"];
+const CANARIES: &[&str] = &["tok-canary", "refresh-canary", "secret-canary", "hdr-canary"];
 /// Terminal control sequences that a server string must never carry to stderr.
 const ESCAPES: &[char] = &['\u{1b}', '\u{7}', '\r', '\u{9b}'];
 
@@ -85,6 +86,10 @@ struct Books {
     refresh: HashMap<String, String>,
     /// code -> (code_challenge, redirect_uri, scope)
     codes: HashMap<String, (String, String, String)>,
+    /// Legacy SSE: the open event streams, by the session in their endpoint.
+    streams: HashMap<String, crossbeam_channel::Sender<String>>,
+    /// Legacy SSE: the next tools/call POST finds every access token revoked.
+    expire_on_call: bool,
 }
 
 struct World {
@@ -92,10 +97,21 @@ struct World {
     fx: Fixture,
     knobs: Arc<Mutex<Knobs>>,
     books: Arc<Mutex<Books>>,
+    /// The profile's `type`: http or sse.
+    kind: String,
 }
 
 impl World {
     fn new(tweak: impl FnOnce(&mut Knobs)) -> World {
+        World::serving("http", tweak)
+    }
+
+    /// A world whose server `srv` is a legacy HTTP+SSE (`type: "sse"`) server at `/sse`.
+    fn sse(tweak: impl FnOnce(&mut Knobs)) -> World {
+        World::serving("sse", tweak)
+    }
+
+    fn serving(kind: &str, tweak: impl FnOnce(&mut Knobs)) -> World {
         let mut knobs = Knobs::default();
         tweak(&mut knobs);
         let knobs = Arc::new(Mutex::new(knobs));
@@ -108,7 +124,7 @@ impl World {
         });
         base.set(fx.url("")).unwrap();
         let env = Env::new();
-        let world = World { env, fx, knobs, books };
+        let world = World { env, fx, knobs, books, kind: kind.to_string() };
         world.profile(&[NAME]);
         world
     }
@@ -116,12 +132,20 @@ impl World {
     /// A profile whose servers all point at the one MCP endpoint.
     fn profile(&self, names: &[&str]) {
         let servers: serde_json::Map<String, Value> =
-            names.iter().map(|n| (n.to_string(), json!({ "type": "http", "url": self.mcp() }))).collect();
+            names.iter().map(|n| (n.to_string(), json!({ "type": self.kind, "url": self.mcp() }))).collect();
         self.env.profile(json!({ "mcp": servers }));
     }
 
+    /// A profile with the one server `srv` at the MCP endpoint, `extra` fields merged in.
+    fn profile_with(&self, extra: Value) {
+        let mut entry = json!({ "type": self.kind, "url": self.mcp() });
+        crate::support::merge(&mut entry, extra);
+        self.env.profile(json!({ "mcp": { NAME: entry } }));
+    }
+
+    /// The MCP endpoint: `/mcp`, or `/sse` for a legacy server.
     fn mcp(&self) -> String {
-        self.fx.url("/mcp")
+        self.fx.url(if self.kind == "sse" { "/sse" } else { "/mcp" })
     }
 
     /// `http://0.0.0.0:<the world's port>`: the unspecified address, which reaches this
@@ -143,8 +167,20 @@ impl World {
         self.books.lock().unwrap().access.clear();
     }
 
+    /// The next tools/call (legacy SSE) finds its token revoked, and gets 401.
+    fn expire_on_call(&self) {
+        self.books.lock().unwrap().expire_on_call = true;
+    }
+
     fn run(&self, args: &[&str], browser: bool, log: Option<&str>) -> Output {
+        self.run_with(args, browser, log, &[])
+    }
+
+    fn run_with(&self, args: &[&str], browser: bool, log: Option<&str>, env: &[(&str, &str)]) -> Output {
         let mut cmd = self.env.nod(args).timeout(40);
+        for (key, value) in env {
+            cmd = cmd.env(key, *value);
+        }
         if browser {
             cmd = cmd.env("BROWSER", BROWSER);
         }
@@ -178,7 +214,8 @@ impl World {
     /// The bearer tokens the MCP endpoint received from `from` on (None: no Authorization).
     fn bearers(&self, from: usize) -> Vec<Option<String>> {
         let strip = |r: &Request| r.header("authorization").map(|h| h.trim_start_matches("Bearer ").to_string());
-        self.seen(from, "/mcp").iter().map(strip).collect()
+        let mcp = |r: &Request| ["/mcp", "/sse", "/messages"].iter().any(|p| r.path.starts_with(p));
+        self.fx.requests().iter().filter(|r| r.index >= from && mcp(r)).map(strip).collect()
     }
 
     fn creds(&self) -> Value {
@@ -229,7 +266,43 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             }
             standard(req)
         }
+        // Legacy HTTP+SSE: the stream announces its own message endpoint and carries answers.
+        ("GET", "/sse") => {
+            if let Err(reply) = bearer_scope(base, k, b, req, "/sse") {
+                return reply;
+            }
+            let session = format!("s{}", b.streams.len() + 1);
+            let (tx, rx) = crossbeam_channel::unbounded();
+            b.streams.insert(session.clone(), tx);
+            Reply::sse(&[format!("event: endpoint\ndata: /messages?session={session}\n\n")]).fed_by(rx)
+        }
+        ("POST", "/messages") => {
+            if req.rpc() == Some("tools/call") && std::mem::take(&mut b.expire_on_call) {
+                b.access.clear();
+            }
+            if let Err(reply) = bearer_scope(base, k, b, req, "/sse") {
+                return reply;
+            }
+            let session = query(req).get("session").cloned().unwrap_or_default();
+            let answer = match req.rpc() {
+                Some("initialize") => Some(result_msg(req, init_result(req))),
+                Some("tools/list") => {
+                    Some(result_msg(req, json!({ "tools": [{ "name": "echo", "inputSchema": { "type": "object" } }] })))
+                }
+                Some("tools/call") => {
+                    let name = req.json["params"]["name"].as_str().unwrap_or("?");
+                    Some(result_msg(req, text_result(&format!("called {name}"))))
+                }
+                Some(_) if req.json.get("id").is_some() => Some(result_msg(req, json!({}))),
+                _ => None,
+            };
+            if let (Some(answer), Some(stream)) = (answer, b.streams.get(&session)) {
+                let _ = stream.send(format!("event: message\ndata: {answer}\n\n"));
+            }
+            Reply::status(202)
+        }
         ("GET", "/.well-known/oauth-protected-resource/mcp") if !k.root_prm => prm(format!("{base}/mcp")),
+        ("GET", "/.well-known/oauth-protected-resource/sse") if !k.root_prm => prm(format!("{base}/sse")),
         ("GET", "/.well-known/oauth-protected-resource") if k.root_prm => prm(base.to_string()),
         ("GET", "/.well-known/oauth-authorization-server") => {
             let mut doc = json!({
@@ -738,4 +811,78 @@ fn oauth_resource_is_sent_exactly_as_the_protected_resource_metadata_names_it() 
     let mark = w.mark();
     w.call(false).code(2).within(5.0).stderr_line_has(&["srv", "run nod mcp auth srv"]);
     assert!(w.bearers(mark).iter().all(Option::is_none), "{}", w.wire());
+}
+
+/// Issue 10, item 11: a `type: "sse"` server gets the same 401 handling, discovery, token
+/// use and refresh as Streamable HTTP, on its GET stream and on its POSTs.
+#[test]
+fn oauth_protects_a_legacy_sse_server_as_it_does_streamable_http() {
+    let w = World::sse(|_| {});
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let wire = w.wire();
+    assert_eq!(query(&w.seen(0, "/authorize")[0])["resource"], w.mcp(), "{wire}");
+    assert_eq!(w.creds()["servers"][NAME]["access_token"], "tok-canary-1");
+
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let bearers = w.bearers(mark);
+    assert!(bearers.len() >= 3 && bearers.iter().all(|b| b.as_deref() == Some("tok-canary-1")), "{}", w.wire());
+    assert!(w.seen(mark, "/token").is_empty(), "{}", w.wire());
+
+    // A 401 to the GET stream: refresh, then the stream again.
+    w.reject_tokens();
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let grants: Vec<_> = w.seen(mark, "/token").iter().map(form).collect();
+    assert_eq!(grants.len(), 1, "{}", w.wire());
+    assert_eq!((&grants[0]["grant_type"], &grants[0]["resource"]), (&"refresh_token".into(), &w.mcp()));
+    let bearers = w.bearers(mark);
+    assert_eq!(bearers[0].as_deref(), Some("tok-canary-1"), "{}", w.wire());
+    assert!(bearers[1..].iter().all(|b| b.as_deref() == Some("tok-canary-2")), "{}", w.wire());
+
+    // A 401 to a POST: refresh, then the POST again.
+    w.expire_on_call();
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    assert_eq!(w.seen(mark, "/token").len(), 1, "{}", w.wire());
+    let calls: Vec<_> = w.seen(mark, "/messages").into_iter().filter(|r| r.rpc() == Some("tools/call")).collect();
+    let tokens: Vec<_> = calls.iter().map(|r| r.header("authorization")).collect();
+    assert_eq!(tokens, [Some("Bearer tok-canary-2"), Some("Bearer tok-canary-3")], "{}", w.wire());
+
+    // A POST whose refresh is refused says what to do.
+    w.expire_on_call();
+    w.set(|k| k.refresh_fails = true);
+    let out = w.call(false);
+    out.code(2).within(10.0).stderr_line_has(&["nod: server srv", "tool echo", "run nod mcp auth srv"]);
+}
+
+/// Issue 10, item 23: a 401 to configured credentials names the field, never the value,
+/// and does not send the user to OAuth.
+#[test]
+fn oauth_401_to_configured_header_credentials_names_the_field_and_starts_no_oauth() {
+    let w = World::new(|_| {});
+    let env = [("NOD_IT_TOKEN", "hdr-canary-2"), ("NOD_IT_KEY", "hdr-canary-3")];
+    let cases = [
+        (json!({ "bearer_token_env": "NOD_IT_TOKEN" }), "bearer_token_env"),
+        (json!({ "header_env": { "X-Api-Key": "NOD_IT_KEY" } }), "header_env"),
+        (json!({ "headers": { "X-Api-Key": "hdr-canary-1" } }), "headers"),
+    ];
+    for (extra, field) in cases {
+        w.profile_with(extra);
+        let mark = w.mark();
+        let out = w.run_with(&["mcp", "tool", "call", NAME, "echo", "{}"], false, None, &env);
+        out.code(2).within(5.0).stderr_line_has(&["server srv", "refused the configured credentials", field]);
+        out.stderr_lacks("nod mcp auth");
+        assert!(w.seen(mark, "/.well-known").is_empty(), "{}", w.wire());
+        assert!(!w.seen(mark, "/mcp").is_empty(), "{}", w.wire());
+    }
+
+    // With an oauth object, OAuth runs beside the headers.
+    w.profile_with(json!({ "headers": { "X-Workspace": "w1" }, "oauth": {} }));
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let calls = w.seen(mark, "/mcp");
+    assert!(calls.iter().all(|r| r.header("x-workspace") == Some("w1")), "{}", w.wire());
+    assert!(w.bearers(mark).iter().all(|b| b.is_some()), "{}", w.wire());
 }
