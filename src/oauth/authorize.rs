@@ -40,7 +40,7 @@ impl OAuth {
         };
         let server = found.server;
         let scopes = self.scopes(&server, params, found.scopes, granted);
-        let (callback, client) = register::client(&self.http, &self.config, &self.server, &server)?;
+        let (callback, client) = register::client(&self.http, &self.config, &self.server, &server, &self.store)?;
         let verifier = flow::base64url(&flow::random(32)?);
         let challenge = flow::base64url(&crate::sha256::digest(verifier.as_bytes()));
         let state = flow::base64url(&flow::random(16)?);

@@ -78,6 +78,11 @@ impl Answer {
             (None, _) => "no OAuth error code".to_string(),
         }
     }
+
+    /// The `error` code, verbatim, for decisions.
+    pub fn error_code(&self) -> Option<&str> {
+        self.body.get("error").and_then(Value::as_str)
+    }
 }
 
 /// OAuth's HTTP client: nod's agent, every URL checked.

@@ -1,6 +1,10 @@
 //! Who nod is to an authorization server (configured client, client metadata document, or
-//! dynamic registration), and `nod mcp logout` with token revocation.
+//! dynamic registration), and `nod mcp logout` with token revocation. A registered client
+//! is kept in the store per server and issuer, and reused by the next authorization with the
+//! same issuer on the same callback port; another issuer, an expired secret or a taken port
+//! registers again.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
@@ -8,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::discovery::Server;
 use super::http::{Http, Role, check};
-use super::{flow, store};
+use super::store::{self, Registration};
+use super::{flow, now};
 use crate::config::OAuthConfig;
 
 /// The client nod authenticates as at the token endpoint.
@@ -20,12 +25,15 @@ pub(super) struct Client {
 }
 
 /// The callback listener and the client to use: the configured client, a client metadata
-/// document where the server supports one, else dynamic registration.
+/// document where the server supports one, the client registered before with this issuer,
+/// else a new registration (stored at once, so an authorization that fails later still
+/// reuses it).
 pub(super) fn client(
     http: &Http,
     config: &OAuthConfig,
     name: &str,
     server: &Server,
+    store_path: &Path,
 ) -> anyhow::Result<(flow::Callback, Client)> {
     if let Some(client_id) = &config.client_id {
         let secret = match &config.client_secret_env {
@@ -51,16 +59,47 @@ pub(super) fn client(
         let client = Client { id: url.clone(), secret: None, token_auth: "none".into() };
         return Ok((flow::Callback::bind()?, client));
     }
+    if let Some(reused) = registered(name, server, store_path) {
+        return Ok(reused);
+    }
     let Some(endpoint) = &server.registration_endpoint else {
         bail!("the authorization server offers no client registration; set oauth.client_id for server {}", name);
     };
     let callback = flow::Callback::bind()?;
-    let client = register(http, endpoint, server, &callback.redirect_uri)?;
+    let registration = register(http, endpoint, server, &callback.redirect_uri)?;
+    if let Err(err) = store::save_registration(store_path, name, &server.issuer, &registration) {
+        log::warn!("server {name}: cannot keep the client registration: {err:#}");
+    }
+    let client =
+        Client { id: registration.client_id, secret: registration.client_secret, token_auth: registration.token_auth };
     Ok((callback, client))
 }
 
+/// The client registered before for this server and issuer, with its callback port bound.
+fn registered(name: &str, server: &Server, store_path: &Path) -> Option<(flow::Callback, Client)> {
+    let registration = match store::registration(store_path, name, &server.issuer) {
+        Ok(found) => found?,
+        Err(err) => {
+            log::warn!("{err:#}");
+            return None;
+        }
+    };
+    if registration.secret_expires_at.is_some_and(|at| at != 0 && at <= now()) {
+        log::info!("server {name}: the registered client's secret has expired; registering again");
+        return None;
+    }
+    let port = flow::callback_port(&registration.redirect_uri)?;
+    let Ok(callback) = flow::Callback::bind_port(port) else {
+        log::info!("server {name}: the registered client's callback port {port} is in use; registering again");
+        return None;
+    };
+    let client =
+        Client { id: registration.client_id, secret: registration.client_secret, token_auth: registration.token_auth };
+    Some((callback, client))
+}
+
 /// Dynamic Client Registration (RFC 7591) as a native app with a loopback redirect.
-fn register(http: &Http, endpoint: &str, server: &Server, redirect_uri: &str) -> anyhow::Result<Client> {
+fn register(http: &Http, endpoint: &str, server: &Server, redirect_uri: &str) -> anyhow::Result<Registration> {
     let supports = |m: &str| server.auth_methods.is_empty() || server.auth_methods.iter().any(|x| x == m);
     let method = if supports("none") {
         "none"
@@ -84,18 +123,27 @@ fn register(http: &Http, endpoint: &str, server: &Server, redirect_uri: &str) ->
     let doc = &answer.body;
     let client_id =
         doc.get("client_id").and_then(Value::as_str).ok_or_else(|| anyhow!("the registration has no client_id"))?;
-    Ok(Client {
-        id: client_id.to_string(),
-        secret: doc.get("client_secret").and_then(Value::as_str).map(str::to_string),
+    Ok(Registration {
+        client_id: client_id.to_string(),
+        client_secret: doc.get("client_secret").and_then(Value::as_str).map(str::to_string),
         token_auth: doc.get("token_endpoint_auth_method").and_then(Value::as_str).unwrap_or(method).to_string(),
+        redirect_uri: redirect_uri.to_string(),
+        secret_expires_at: doc.get("client_secret_expires_at").and_then(Value::as_u64),
     })
 }
 
-/// `nod mcp logout`: forget the server's credentials and revoke them where the server can.
+/// `nod mcp logout`: forget the server's credentials and registrations, and revoke the token
+/// where the server can.
 pub fn logout(server: &str) -> anyhow::Result<String> {
     let path = store::path()?;
     let removed = store::remove(&path, server)?;
-    let Some(credential) = removed else { return Ok(format!("removed the malformed credentials of server {server}")) };
+    let Some(credential) = removed.credential else {
+        return Ok(if removed.entry {
+            format!("removed the malformed credentials of server {server}")
+        } else {
+            format!("forgot the client registration for server {server}; it held no token")
+        });
+    };
     let Some(endpoint) = &credential.revocation_endpoint else {
         return Ok(format!("logged out of server {server} locally; its authorization server offers no revocation"));
     };

@@ -1,6 +1,7 @@
 //! The token endpoint: the authorization code exchange and refreshes, each with the client's
 //! authentication method and the resource indicator the credential was issued for, and the
-//! credential that an answer makes.
+//! credential that an answer makes. An `invalid_client` answer forgets nod's stored
+//! registration with that authorization server, so the next authorization registers again.
 
 use anyhow::{anyhow, bail};
 use serde_json::Value;
@@ -50,7 +51,11 @@ impl OAuth {
         }
         let answer = self.http.post_form(&base.token_endpoint, Role::Token, authorization.as_deref(), form)?;
         if !answer.is_success() {
-            bail!("the token endpoint answered HTTP {} ({})", answer.status, answer.error());
+            let forgotten = answer.error_code() == Some("invalid_client")
+                && store::forget_registration(&self.store, &self.server, &base.issuer, &base.client_id)
+                    .unwrap_or(false);
+            let then = if forgotten { "; nod forgot its registered client and registers again next time" } else { "" };
+            bail!("the token endpoint answered HTTP {} ({}){then}", answer.status, answer.error());
         }
         let body = answer.body;
         let access_token = body

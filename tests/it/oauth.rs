@@ -1,7 +1,7 @@
 //! OAuth against one in-process world (`http_fixture`): an MCP endpoint (Streamable HTTP at
 //! `/mcp`, or legacy HTTP+SSE at `/sse`) that answers 401 without the currently valid bearer
 //! token, its protected resource metadata, and an authorization server (metadata,
-//! registration, authorize, token with PKCE checks, revoke).
+//! registration, authorize with registered redirect URIs only, token with PKCE checks, revoke).
 //! The browser is `BROWSER=curl -L`, which follows the 302 to nod's loopback callback. Each
 //! test checks exit codes, messages naming the server, time, and what reached the fixture.
 //! Token values are canaries that must never show in any output.
@@ -46,6 +46,8 @@ struct Knobs {
     /// Protected resource metadata only at the root (resource = the origin), and a
     /// challenge without resource_metadata (conformance auth/metadata-var2).
     root_prm: bool,
+    /// The authorization server's issuer path (`/tenant2`): another issuer, same endpoints.
+    tenant: Option<&'static str>,
     /// AS metadata fields replaced (or added).
     metadata: Vec<(&'static str, Value)>,
     /// /authorize redirects with this error and error_description.
@@ -70,6 +72,7 @@ impl Default for Knobs {
             prm_server: None,
             challenge_prm: None,
             root_prm: false,
+            tenant: None,
             metadata: Vec::new(),
             authorize_error: None,
             token_error: None,
@@ -86,6 +89,8 @@ struct Books {
     refresh: HashMap<String, String>,
     /// code -> (code_challenge, redirect_uri, scope)
     codes: HashMap<String, (String, String, String)>,
+    /// Registered clients: client_id -> redirect_uris.
+    clients: HashMap<String, Vec<String>>,
     /// Legacy SSE: the open event streams, by the session in their endpoint.
     streams: HashMap<String, crossbeam_channel::Sender<String>>,
     /// Legacy SSE: the next tools/call POST finds every access token revoked.
@@ -246,7 +251,7 @@ fn now() -> u64 {
 
 fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
     let path = req.path.split('?').next().unwrap_or("");
-    let issuer = base.to_string();
+    let issuer = format!("{base}{}", k.tenant.map(|t| format!("/{t}")).unwrap_or_default());
     let prm = |resource: String| {
         let server = k.prm_server.clone().unwrap_or_else(|| issuer.clone());
         Reply::json(&json!({ "resource": resource, "authorization_servers": [server], "scopes_supported": ["base"] }))
@@ -304,7 +309,7 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
         ("GET", "/.well-known/oauth-protected-resource/mcp") if !k.root_prm => prm(format!("{base}/mcp")),
         ("GET", "/.well-known/oauth-protected-resource/sse") if !k.root_prm => prm(format!("{base}/sse")),
         ("GET", "/.well-known/oauth-protected-resource") if k.root_prm => prm(base.to_string()),
-        ("GET", "/.well-known/oauth-authorization-server") => {
+        ("GET", p) if p == format!("/.well-known/oauth-authorization-server{}", &issuer[base.len()..]) => {
             let mut doc = json!({
                 "issuer": k.metadata_issuer.clone().unwrap_or_else(|| issuer.clone()),
                 "authorization_endpoint": format!("{base}/authorize"),
@@ -324,7 +329,16 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             Reply::json(&doc)
         }
         ("POST", "/register") => {
-            let mut doc = json!({ "client_id": "client-1", "redirect_uris": req.json["redirect_uris"] });
+            let client_id = format!("client-{}", b.clients.len() + 1);
+            let redirect_uris: Vec<String> = req.json["redirect_uris"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            b.clients.insert(client_id.clone(), redirect_uris);
+            let mut doc = json!({ "client_id": client_id, "redirect_uris": req.json["redirect_uris"] });
             if let Some(secret) = k.client_secret {
                 doc["client_secret"] = json!(secret);
                 doc["token_endpoint_auth_method"] = json!("client_secret_basic");
@@ -334,6 +348,10 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
         ("GET", "/authorize") => {
             let q = query(req);
             let get = |key: &str| q.get(key).cloned().unwrap_or_default();
+            // A strict authorization server: only a registered redirect URI, exactly.
+            if !b.clients.get(&get("client_id")).is_some_and(|uris| uris.contains(&get("redirect_uri"))) {
+                return Reply::status(400).body("text/plain", "unknown client or redirect_uri");
+            }
             let state = if k.wrong_state { "not-the-state".to_string() } else { get("state") };
             if let Some((error, description)) = &k.authorize_error {
                 let location = format!(
@@ -854,6 +872,52 @@ fn oauth_protects_a_legacy_sse_server_as_it_does_streamable_http() {
     w.set(|k| k.refresh_fails = true);
     let out = w.call(false);
     out.code(2).within(10.0).stderr_line_has(&["nod: server srv", "tool echo", "run nod mcp auth srv"]);
+}
+
+/// Issue 10, item 23: the registered client is kept per server and issuer.
+#[test]
+fn oauth_registered_client_is_reused_per_issuer_and_registered_anew_for_another() {
+    let w = authorized(|k| k.client_secret = Some("secret-canary-1"));
+    let first = w.seen(0, "/register")[0].json["redirect_uris"][0].as_str().unwrap().to_string();
+    let kept = &w.creds()["clients"][NAME][w.issuer()];
+    assert_eq!((&kept["client_id"], &kept["redirect_uri"]), (&json!("client-1"), &json!(first)), "{kept}");
+    let basic = format!("Basic {}", nod::oauth::flow::base64(b"client-1:secret-canary-1"));
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let wire = w.wire();
+    assert!(w.seen(mark, "/register").is_empty(), "registered again: {wire}");
+    let q = query(&w.seen(mark, "/authorize")[0]);
+    assert_eq!((q["client_id"].as_str(), q["redirect_uri"].as_str()), ("client-1", first.as_str()), "{wire}");
+    assert_eq!(w.seen(mark, "/token")[0].header("authorization"), Some(basic.as_str()), "{wire}");
+
+    // Another issuer: another registration, kept beside the first.
+    w.set(|k| k.tenant = Some("tenant2"));
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    assert_eq!(w.seen(mark, "/register").len(), 1, "{}", w.wire());
+    assert_eq!(query(&w.seen(mark, "/authorize")[0])["client_id"], "client-2", "{}", w.wire());
+
+    w.set(|k| k.tenant = None);
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    assert!(w.seen(mark, "/register").is_empty(), "{}", w.wire());
+    assert_eq!(query(&w.seen(mark, "/authorize")[0])["client_id"], "client-1", "{}", w.wire());
+
+    // An authorization server that no longer knows the client: it is forgotten.
+    w.set(|k| k.token_error = Some(("invalid_client".into(), "unknown client".into())));
+    let out = w.auth();
+    out.code(2).within(15.0).stderr_line_has(&["server srv", "invalid_client", "registers again"]);
+    w.set(|k| k.token_error = None);
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    assert_eq!(w.seen(mark, "/register").len(), 1, "{}", w.wire());
+    assert_eq!(query(&w.seen(mark, "/authorize")[0])["client_id"], "client-3", "{}", w.wire());
+
+    // Logout forgets the registrations too.
+    w.run(&["mcp", "logout", NAME], false, None).code(0).within(5.0);
+    let mark = w.mark();
+    w.auth().code(0).within(15.0);
+    assert_eq!(w.seen(mark, "/register").len(), 1, "{}", w.wire());
 }
 
 /// Issue 10, item 23: a 401 to configured credentials names the field, never the value,
