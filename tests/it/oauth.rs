@@ -842,7 +842,9 @@ fn oauth_protects_a_legacy_sse_server_as_it_does_streamable_http() {
     assert_eq!(w.creds()["servers"][NAME]["access_token"], "tok-canary-1");
 
     let mark = w.mark();
-    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    // Traced: the canaries must not show in nod's own log either.
+    let out = w.run(&["mcp", "tool", "call", NAME, "echo", "{}"], false, Some("trace"));
+    out.code(0).within(10.0).stdout_has("called echo");
     let bearers = w.bearers(mark);
     assert!(bearers.len() >= 3 && bearers.iter().all(|b| b.as_deref() == Some("tok-canary-1")), "{}", w.wire());
     assert!(w.seen(mark, "/token").is_empty(), "{}", w.wire());
@@ -883,7 +885,9 @@ fn oauth_registered_client_is_reused_per_issuer_and_registered_anew_for_another(
     assert_eq!((&kept["client_id"], &kept["redirect_uri"]), (&json!("client-1"), &json!(first)), "{kept}");
     let basic = format!("Basic {}", nod::oauth::flow::base64(b"client-1:secret-canary-1"));
     let mark = w.mark();
-    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    // Traced: the stored client secret must not show in nod's own log.
+    let out = w.run(&["mcp", "auth", NAME], true, Some("trace"));
+    out.code(0).within(15.0).stdout_has("authorized server srv");
     let wire = w.wire();
     assert!(w.seen(mark, "/register").is_empty(), "registered again: {wire}");
     let q = query(&w.seen(mark, "/authorize")[0]);
@@ -934,7 +938,7 @@ fn oauth_401_to_configured_header_credentials_names_the_field_and_starts_no_oaut
     for (extra, field) in cases {
         w.profile_with(extra);
         let mark = w.mark();
-        let out = w.run_with(&["mcp", "tool", "call", NAME, "echo", "{}"], false, None, &env);
+        let out = w.run_with(&["mcp", "tool", "call", NAME, "echo", "{}"], false, Some("trace"), &env);
         out.code(2).within(5.0).stderr_line_has(&["server srv", "refused the configured credentials", field]);
         out.stderr_lacks("nod mcp auth");
         assert!(w.seen(mark, "/.well-known").is_empty(), "{}", w.wire());
