@@ -267,7 +267,9 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(text.chars().map(|c| if is_unsafe_control(c) { '\u{FFFD}' } else { c }).collect())
 }
 
-fn is_unsafe_control(c: char) -> bool {
+/// Characters that move the cursor, rewrite the screen or reorder text on a terminal: C0
+/// and C1 controls other than newline and tab, and bidi overrides.
+pub(crate) fn is_unsafe_control(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }

@@ -1,6 +1,7 @@
 //! The browser side of OAuth for `nod mcp`: showing the authorization URL, opening it
 //! (`BROWSER`, then `xdg-open`, never through a shell), and a redirect URL pasted on stdin.
-//! The engine never does any of this itself: it asks through `oauth::Browser`.
+//! The engine never does any of this itself: it asks through `oauth::Browser`. A URL that
+//! breaks the OAuth URL rule (`net::url::check_oauth_url`) is neither printed nor opened.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -17,7 +18,11 @@ pub struct Interactive {
 
 impl Browser for Interactive {
     fn show(&self, server: &str, url: &str) -> Result<(), AuthError> {
-        eprintln!("nod: to authorize server {server}, open this URL in a browser:\n{url}");
+        showable(url)?;
+        eprintln!(
+            "nod: to authorize server {server}, open this URL in a browser:\n{}",
+            crate::util::terminal_safe(url)
+        );
         eprintln!("nod: waiting for the browser; on a machine without one, paste the final redirect URL here");
         if self.open || browser_configured() {
             open(url).map_err(AuthError::Flow)?;
@@ -45,6 +50,7 @@ pub struct Configured;
 
 impl Browser for Configured {
     fn show(&self, server: &str, url: &str) -> Result<(), AuthError> {
+        showable(url)?;
         eprintln!("nod: authorizing server {server} in the browser named by BROWSER");
         open(url).map_err(AuthError::Flow)
     }
@@ -60,13 +66,18 @@ fn browser_configured() -> bool {
     std::env::var_os("BROWSER").is_some_and(|b| !b.is_empty())
 }
 
+/// An authorization URL is printed and opened only when it keeps the OAuth URL rule (https,
+/// or http to a loopback host; nothing unprintable), whatever the engine checked before.
+fn showable(url: &str) -> Result<(), AuthError> {
+    crate::net::url::check_oauth_url(url)
+        .map_err(|why| AuthError::Flow(anyhow::Error::new(why).context("refusing to show the authorization URL")))
+}
+
 /// Opens the URL in a browser without a shell: `BROWSER` (a program and its arguments,
 /// split on spaces, with the URL last), else `xdg-open`.
 pub fn open(url: &str) -> anyhow::Result<()> {
-    let scheme = crate::net::url::scheme(url).unwrap_or_default();
-    let host = crate::net::url::host(url).unwrap_or_default();
-    if !(scheme == "https" || scheme == "http" && crate::net::url::is_loopback(&host)) {
-        anyhow::bail!("refusing to open a URL that is not https (or http to this machine)");
+    if let Err(why) = crate::net::url::check_oauth_url(url) {
+        return Err(anyhow::Error::new(why).context("refusing to open the URL"));
     }
     let browser = std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty());
     let mut words: Vec<String> = match &browser {

@@ -105,12 +105,13 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
 }
 
 /// How a server authenticates, from configuration and the credentials file alone (nobody is
-/// contacted): none for stdio, env for a bearer_token_env or header_env, stored or malformed
-/// for OAuth credentials on file, oauth when none are stored yet.
+/// contacted): none for stdio; for configured credentials without OAuth, env (bearer_token_env
+/// or header_env) or headers (static ones alone); for OAuth, stored or malformed credentials
+/// on file, or oauth when none are stored yet.
 fn auth_state(server: &ServerConfig) -> &'static str {
     let (Transport::Http(remote) | Transport::Sse(remote)) = &server.transport else { return "none" };
-    if remote.bearer_token_env.is_some() || !remote.header_env.is_empty() {
-        return "env";
+    if !crate::session::uses_oauth(&server.name, remote, false) {
+        return if remote.bearer_token_env.is_some() || !remote.header_env.is_empty() { "env" } else { "headers" };
     }
     match crate::oauth::store::path().map(|path| crate::oauth::store::state(&path, &server.name)) {
         Ok(crate::oauth::store::Stored::Valid) => "stored",

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use anyhow::{anyhow, bail};
 use serde_json::Value;
 
+use super::http::shown;
+
 /// The parameters of a Bearer challenge (`resource_metadata`, `scope`, `error`, ...).
 pub fn challenge(header: &str) -> HashMap<String, String> {
     let mut params = HashMap::new();
@@ -154,7 +156,9 @@ pub fn parse_server(doc: &Value, expected_issuer: Option<&str>) -> anyhow::Resul
         && issuer.trim_end_matches('/') != expected.trim_end_matches('/')
     {
         bail!(
-            "the authorization server metadata names another issuer than the one it was fetched for ({issuer} instead of {expected}); refusing it"
+            "the authorization server metadata names another issuer than the one it was fetched for ({} instead of {}); refusing it",
+            shown(&issuer),
+            shown(expected)
         );
     }
     // PKCE with S256 is required; metadata that does not say so is refused (MCP 2025-11-25).

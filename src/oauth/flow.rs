@@ -22,9 +22,15 @@ pub struct Callback {
 impl Callback {
     /// Listens on 127.0.0.1 on a random port.
     pub fn bind() -> anyhow::Result<Callback> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        Callback::bind_port(0)
+    }
+
+    /// Listens on 127.0.0.1 on `port` (0: a random one). A registered client's redirect URI
+    /// names its port, and strict authorization servers compare it exactly.
+    pub fn bind_port(port: u16) -> anyhow::Result<Callback> {
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
         let port = listener.local_addr()?.port();
-        Ok(Callback { listener, redirect_uri: format!("http://127.0.0.1:{port}/callback") })
+        Ok(Callback { listener, redirect_uri: redirect_uri(port) })
     }
 
     /// Waits for the redirect that carries `state` (or such a URL from `pasted`) and returns
@@ -80,6 +86,16 @@ impl Callback {
         let _ = listening.join();
         result
     }
+}
+
+/// The redirect URI of a callback listening on `port`.
+pub fn redirect_uri(port: u16) -> String {
+    format!("http://127.0.0.1:{port}/callback")
+}
+
+/// The port of a redirect URI that `redirect_uri` made.
+pub fn callback_port(redirect_uri: &str) -> Option<u16> {
+    redirect_uri.strip_prefix("http://127.0.0.1:")?.strip_suffix("/callback")?.parse().ok().filter(|&p| p != 0)
 }
 
 /// Answers one connection to the listener: the redirect that carries `state` gets a short
@@ -212,5 +228,8 @@ mod tests {
         // RFC 7636 appendix B.
         let challenge = base64url(&crate::sha256::digest(b"dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"));
         assert_eq!(challenge, "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
+        assert_eq!(callback_port(&redirect_uri(4242)), Some(4242));
+        assert_eq!(callback_port("http://127.0.0.1:0/callback"), None);
+        assert_eq!(callback_port("http://127.0.0.1:80/other"), None);
     }
 }

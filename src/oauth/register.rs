@@ -1,25 +1,40 @@
 //! Who nod is to an authorization server (configured client, client metadata document, or
-//! dynamic registration), and `nod mcp logout` with token revocation.
+//! dynamic registration), and `nod mcp logout` with token revocation. A registered client
+//! is kept in the store per server and issuer, and reused by the next authorization with the
+//! same issuer on the same callback port; another issuer, an expired secret or a taken port
+//! registers again.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use serde_json::{Value, json};
 
 use super::discovery::Server;
-use super::{flow, json_body, store};
+use super::http::{Http, Role, check};
+use super::store::{self, Registration};
+use super::{flow, now};
 use crate::config::OAuthConfig;
 
-/// The client id, secret and token endpoint authentication to use: the configured client, a
-/// client metadata document where the server supports one, else dynamic registration.
+/// The client nod authenticates as at the token endpoint.
+pub(super) struct Client {
+    pub id: String,
+    pub secret: Option<String>,
+    /// none, client_secret_basic or client_secret_post.
+    pub token_auth: String,
+}
+
+/// The callback listener and the client to use: the configured client, a client metadata
+/// document where the server supports one, the client registered before with this issuer,
+/// else a new registration (stored at once, so an authorization that fails later still
+/// reuses it).
 pub(super) fn client(
-    agent: &ureq::Agent,
+    http: &Http,
     config: &OAuthConfig,
     name: &str,
     server: &Server,
-    redirect_uri: &str,
-) -> anyhow::Result<(String, Option<String>, String)> {
-    let supports = |m: &str| server.auth_methods.is_empty() || server.auth_methods.iter().any(|x| x == m);
+    store_path: &Path,
+) -> anyhow::Result<(flow::Callback, Client)> {
     if let Some(client_id) = &config.client_id {
         let secret = match &config.client_secret_env {
             Some(var) => {
@@ -36,14 +51,56 @@ pub(super) fn client(
             }
             Some(_) => "client_secret_post",
         };
-        return Ok((client_id.clone(), secret, method.to_string()));
+        let client = Client { id: client_id.clone(), secret, token_auth: method.to_string() };
+        return Ok((flow::Callback::bind()?, client));
     }
     if let (Some(url), true) = (&config.client_metadata_url, server.cimd) {
-        return Ok((url.clone(), None, "none".into()));
+        check(url, Role::ClientMetadata)?;
+        let client = Client { id: url.clone(), secret: None, token_auth: "none".into() };
+        return Ok((flow::Callback::bind()?, client));
+    }
+    if let Some(reused) = registered(name, server, store_path) {
+        return Ok(reused);
     }
     let Some(endpoint) = &server.registration_endpoint else {
         bail!("the authorization server offers no client registration; set oauth.client_id for server {}", name);
     };
+    let callback = flow::Callback::bind()?;
+    let registration = register(http, endpoint, server, &callback.redirect_uri)?;
+    if let Err(err) = store::save_registration(store_path, name, &server.issuer, &registration) {
+        log::warn!("server {name}: cannot keep the client registration: {err:#}");
+    }
+    let client =
+        Client { id: registration.client_id, secret: registration.client_secret, token_auth: registration.token_auth };
+    Ok((callback, client))
+}
+
+/// The client registered before for this server and issuer, with its callback port bound.
+fn registered(name: &str, server: &Server, store_path: &Path) -> Option<(flow::Callback, Client)> {
+    let registration = match store::registration(store_path, name, &server.issuer) {
+        Ok(found) => found?,
+        Err(err) => {
+            log::warn!("{err:#}");
+            return None;
+        }
+    };
+    if registration.secret_expires_at.is_some_and(|at| at != 0 && at <= now()) {
+        log::info!("server {name}: the registered client's secret has expired; registering again");
+        return None;
+    }
+    let port = flow::callback_port(&registration.redirect_uri)?;
+    let Ok(callback) = flow::Callback::bind_port(port) else {
+        log::info!("server {name}: the registered client's callback port {port} is in use; registering again");
+        return None;
+    };
+    let client =
+        Client { id: registration.client_id, secret: registration.client_secret, token_auth: registration.token_auth };
+    Some((callback, client))
+}
+
+/// Dynamic Client Registration (RFC 7591) as a native app with a loopback redirect.
+fn register(http: &Http, endpoint: &str, server: &Server, redirect_uri: &str) -> anyhow::Result<Registration> {
+    let supports = |m: &str| server.auth_methods.is_empty() || server.auth_methods.iter().any(|x| x == m);
     let method = if supports("none") {
         "none"
     } else if supports("client_secret_basic") {
@@ -59,55 +116,63 @@ pub(super) fn client(
         "token_endpoint_auth_method": method,
         "application_type": "native",
     });
-    let mut resp = agent
-        .post(endpoint)
-        .header("Content-Type", "application/json")
-        .send(body.to_string().as_bytes())
-        .map_err(|e| anyhow!("client registration failed: {e}"))?;
-    let status = resp.status().as_u16();
-    let doc: Value = json_body(&mut resp).unwrap_or(Value::Null);
-    if !(200..300).contains(&status) {
-        bail!("client registration answered HTTP {status}");
+    let answer = http.post_json(endpoint, Role::Registration, &body)?;
+    if !answer.is_success() {
+        bail!("client registration answered HTTP {} ({})", answer.status, answer.error());
     }
+    let doc = &answer.body;
     let client_id =
         doc.get("client_id").and_then(Value::as_str).ok_or_else(|| anyhow!("the registration has no client_id"))?;
-    let secret = doc.get("client_secret").and_then(Value::as_str).map(str::to_string);
-    let method = doc.get("token_endpoint_auth_method").and_then(Value::as_str).unwrap_or(method).to_string();
-    Ok((client_id.to_string(), secret, method))
+    Ok(Registration {
+        client_id: client_id.to_string(),
+        client_secret: doc.get("client_secret").and_then(Value::as_str).map(str::to_string),
+        token_auth: doc.get("token_endpoint_auth_method").and_then(Value::as_str).unwrap_or(method).to_string(),
+        redirect_uri: redirect_uri.to_string(),
+        secret_expires_at: doc.get("client_secret_expires_at").and_then(Value::as_u64),
+    })
 }
 
-/// `nod mcp logout`: forget the server's credentials and revoke them where the server can.
+/// `nod mcp logout`: forget the server's credentials and registrations, and revoke the token
+/// where the server can.
 pub fn logout(server: &str) -> anyhow::Result<String> {
     let path = store::path()?;
     let removed = store::remove(&path, server)?;
-    let Some(credential) = removed else { return Ok(format!("removed the malformed credentials of server {server}")) };
+    let Some(credential) = removed.credential else {
+        return Ok(if removed.entry {
+            format!("removed the malformed credentials of server {server}")
+        } else {
+            format!("forgot the client registration for server {server}; it held no token")
+        });
+    };
     let Some(endpoint) = &credential.revocation_endpoint else {
         return Ok(format!("logged out of server {server} locally; its authorization server offers no revocation"));
     };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into();
+    if let Err(err) = check(endpoint, Role::Revocation) {
+        return Ok(format!("logged out of server {server} locally; nod did not revoke the token: {err:#}"));
+    }
     let token = credential.refresh_token.clone().unwrap_or_else(|| credential.access_token.clone());
     let hint = if credential.refresh_token.is_some() { "refresh_token" } else { "access_token" };
     let mut form = vec![("token", token), ("token_type_hint", hint.to_string())];
-    let mut req = agent.post(endpoint);
-    if credential.token_auth == "client_secret_basic" {
-        let pair = format!(
-            "{}:{}",
-            flow::encode(&credential.client_id),
-            flow::encode(credential.client_secret.as_deref().unwrap_or(""))
-        );
-        req = req.header("Authorization", format!("Basic {}", flow::base64(pair.as_bytes())));
-    } else {
-        form.push(("client_id", credential.client_id.clone()));
-    }
-    match req.send_form(form.iter().map(|(k, v)| (*k, v.as_str()))) {
-        Ok(resp) if resp.status().is_success() => Ok(format!("logged out of server {server} and revoked its token")),
-        Ok(resp) => {
-            Ok(format!("logged out of server {server} locally; revocation answered HTTP {}", resp.status().as_u16()))
+    let mut authorization = None;
+    match credential.token_auth.as_str() {
+        "client_secret_basic" => {
+            let pair = format!(
+                "{}:{}",
+                flow::encode(&credential.client_id),
+                flow::encode(credential.client_secret.as_deref().unwrap_or(""))
+            );
+            authorization = Some(format!("Basic {}", flow::base64(pair.as_bytes())));
         }
+        "client_secret_post" => {
+            form.push(("client_id", credential.client_id.clone()));
+            form.push(("client_secret", credential.client_secret.clone().unwrap_or_default()));
+        }
+        _ => form.push(("client_id", credential.client_id.clone())),
+    }
+    let http = Http::new(Duration::from_secs(10));
+    match http.post_form(endpoint, Role::Revocation, authorization.as_deref(), &form) {
+        Ok(answer) if answer.is_success() => Ok(format!("logged out of server {server} and revoked its token")),
+        Ok(answer) => Ok(format!("logged out of server {server} locally; revocation answered HTTP {}", answer.status)),
         Err(_) => Ok(format!("logged out of server {server} locally; revocation failed")),
     }
 }

@@ -7,9 +7,12 @@ pub mod catalog;
 pub mod elicit;
 pub mod envelope;
 pub mod fleet;
-pub mod schema;
+mod remote;
 pub mod runtime;
+pub mod schema;
 pub mod supervisor;
+
+pub use remote::uses_oauth;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,7 +26,7 @@ use crate::dispatch::{
 };
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
-use crate::oauth::{Browser, OAuth};
+use crate::oauth::Browser;
 use crate::transport::http::{self, HttpSpec};
 use crate::transport::{ConnId, TransportError, child::Spawn, stdio};
 
@@ -103,19 +106,11 @@ impl Session {
         let remote = match &config.transport {
             Transport::Http(remote) | Transport::Sse(remote) => Some(HttpSpec {
                 url: remote.url.clone(),
-                headers: resolve_headers(remote)?,
+                headers: remote::resolve_headers(remote)?,
+                // Legacy HTTP+SSE entries authenticate exactly as Streamable HTTP ones.
                 legacy: matches!(config.transport, Transport::Sse(_)),
                 message_timeout: config.operation_timeout.min(http::MESSAGE_TIMEOUT),
-                credentials: match remote.bearer_token_env {
-                    Some(_) => None,
-                    None => Some(Arc::new(OAuth::new(
-                        &config.name,
-                        &remote.url,
-                        remote.oauth.as_ref(),
-                        access.browser.clone(),
-                        access.fresh,
-                    )?)),
-                },
+                credentials: Some(remote::credentials(&config.name, remote, access)?),
             }),
             Transport::Stdio(_) => None,
         };
@@ -407,24 +402,6 @@ impl std::fmt::Display for MissingVariable {
 }
 
 impl std::error::Error for MissingVariable {}
-
-/// Static headers, `header_env` values and the bearer token, read now from the environment.
-fn resolve_headers(remote: &crate::config::RemoteConfig) -> anyhow::Result<Vec<(String, String)>> {
-    let mut headers = remote.headers.clone();
-    for (header, var) in &remote.header_env {
-        match std::env::var(var) {
-            Ok(value) if !value.is_empty() => headers.push((header.clone(), value)),
-            _ => return Err(MissingVariable { field: header.clone(), variable: var.clone() }.into()),
-        }
-    }
-    if let Some(var) = &remote.bearer_token_env {
-        match std::env::var(var) {
-            Ok(token) if !token.is_empty() => headers.push(("Authorization".into(), format!("Bearer {token}"))),
-            _ => return Err(MissingVariable { field: "bearer_token_env".into(), variable: var.clone() }.into()),
-        }
-    }
-    Ok(headers)
-}
 
 /// The version to offer after `initialize` offering `offer` was refused with `error`: one the
 /// server names in `error.data.supported` (VER-4; once), else, when the refusal is about the

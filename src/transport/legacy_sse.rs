@@ -149,18 +149,21 @@ pub(super) fn legacy_send(shared: &Shared, id: Option<u64>, frame: Vec<u8>) {
         })
     };
     let mut sent = send();
+    // Why the credentials could not answer a 401, shown with the request's failure.
+    let mut refused = None;
     if let (Ok(resp), Some(credentials)) = (&sent, &shared.credentials)
         && resp.status().as_u16() == 401
     {
         let challenge = net::header(resp, "www-authenticate").unwrap_or("").to_string();
-        if credentials.unauthorized(&challenge).is_ok() {
-            sent = send();
+        match credentials.unauthorized(&challenge) {
+            Ok(()) => sent = send(),
+            Err(cause) => refused = Some(cause),
         }
     }
     shared.checkin(StreamKey::Poster);
     let failed = match sent {
         Ok(resp) if resp.status().is_success() => None,
-        Ok(resp) if resp.status().as_u16() == 401 => Some(TransportError::Unauthorized { status: 401, cause: None }),
+        Ok(resp) if resp.status().as_u16() == 401 => Some(TransportError::Unauthorized { status: 401, cause: refused }),
         Ok(resp) => Some(TransportError::Http { status: resp.status().as_u16() }),
         Err(err) => Some(net_error(err)),
     };

@@ -1,6 +1,7 @@
-//! OAuth against one in-process world (`http_fixture`): an MCP endpoint that answers 401
-//! without the currently valid bearer token, its protected resource metadata, and an
-//! authorization server (metadata, registration, authorize, token with PKCE checks, revoke).
+//! OAuth against one in-process world (`http_fixture`): an MCP endpoint (Streamable HTTP at
+//! `/mcp`, or legacy HTTP+SSE at `/sse`) that answers 401 without the currently valid bearer
+//! token, its protected resource metadata, and an authorization server (metadata,
+//! registration, authorize with registered redirect URIs only, token with PKCE checks, revoke).
 //! The browser is `BROWSER=curl -L`, which follows the 302 to nod's loopback callback. Each
 //! test checks exit codes, messages naming the server, time, and what reached the fixture.
 //! Token values are canaries that must never show in any output.
@@ -12,12 +13,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use nod::oauth::flow::{base64url, encode, parse_query};
 use serde_json::{Value, json};
 
-use crate::http_fixture::{Fixture, Reply, Request, standard};
+use crate::http_fixture::{Fixture, Reply, Request, init_result, result_msg, standard, text_result};
 use crate::support::{Env, Output};
 
 const NAME: &str = "srv";
 const BROWSER: &str = "curl -s -L --max-time 10 -o /dev/null";
-const CANARIES: &[&str] = &["tok-canary", "refresh-canary", "secret-canary"];
+const CANARIES: &[&str] = &["tok-canary", "refresh-canary", "secret-canary", "hdr-canary"];
+/// Terminal control sequences that a server string must never carry to stderr.
+const ESCAPES: &[char] = &['\u{1b}', '\u{7}', '\r', '\u{9b}'];
 
 /// What the world does; tests change it between runs.
 #[derive(Clone)]
@@ -36,6 +39,21 @@ struct Knobs {
     need_scope: Option<&'static str>,
     always_forbid: bool,
     client_secret: Option<&'static str>,
+    /// The PRM's authorization_servers[0] instead of the real issuer.
+    prm_server: Option<String>,
+    /// The challenge's resource_metadata instead of the path-based PRM.
+    challenge_prm: Option<String>,
+    /// Protected resource metadata only at the root (resource = the origin), and a
+    /// challenge without resource_metadata (conformance auth/metadata-var2).
+    root_prm: bool,
+    /// The authorization server's issuer path (`/tenant2`): another issuer, same endpoints.
+    tenant: Option<&'static str>,
+    /// AS metadata fields replaced (or added).
+    metadata: Vec<(&'static str, Value)>,
+    /// /authorize redirects with this error and error_description.
+    authorize_error: Option<(String, String)>,
+    /// /token answers 400 with this error and error_description.
+    token_error: Option<(String, String)>,
 }
 
 impl Default for Knobs {
@@ -51,6 +69,13 @@ impl Default for Knobs {
             need_scope: None,
             always_forbid: false,
             client_secret: None,
+            prm_server: None,
+            challenge_prm: None,
+            root_prm: false,
+            tenant: None,
+            metadata: Vec::new(),
+            authorize_error: None,
+            token_error: None,
         }
     }
 }
@@ -64,6 +89,12 @@ struct Books {
     refresh: HashMap<String, String>,
     /// code -> (code_challenge, redirect_uri, scope)
     codes: HashMap<String, (String, String, String)>,
+    /// Registered clients: client_id -> redirect_uris.
+    clients: HashMap<String, Vec<String>>,
+    /// Legacy SSE: the open event streams, by the session in their endpoint.
+    streams: HashMap<String, crossbeam_channel::Sender<String>>,
+    /// Legacy SSE: the next tools/call POST finds every access token revoked.
+    expire_on_call: bool,
 }
 
 struct World {
@@ -71,10 +102,21 @@ struct World {
     fx: Fixture,
     knobs: Arc<Mutex<Knobs>>,
     books: Arc<Mutex<Books>>,
+    /// The profile's `type`: http or sse.
+    kind: String,
 }
 
 impl World {
     fn new(tweak: impl FnOnce(&mut Knobs)) -> World {
+        World::serving("http", tweak)
+    }
+
+    /// A world whose server `srv` is a legacy HTTP+SSE (`type: "sse"`) server at `/sse`.
+    fn sse(tweak: impl FnOnce(&mut Knobs)) -> World {
+        World::serving("sse", tweak)
+    }
+
+    fn serving(kind: &str, tweak: impl FnOnce(&mut Knobs)) -> World {
         let mut knobs = Knobs::default();
         tweak(&mut knobs);
         let knobs = Arc::new(Mutex::new(knobs));
@@ -87,7 +129,7 @@ impl World {
         });
         base.set(fx.url("")).unwrap();
         let env = Env::new();
-        let world = World { env, fx, knobs, books };
+        let world = World { env, fx, knobs, books, kind: kind.to_string() };
         world.profile(&[NAME]);
         world
     }
@@ -95,12 +137,26 @@ impl World {
     /// A profile whose servers all point at the one MCP endpoint.
     fn profile(&self, names: &[&str]) {
         let servers: serde_json::Map<String, Value> =
-            names.iter().map(|n| (n.to_string(), json!({ "type": "http", "url": self.mcp() }))).collect();
+            names.iter().map(|n| (n.to_string(), json!({ "type": self.kind, "url": self.mcp() }))).collect();
         self.env.profile(json!({ "mcp": servers }));
     }
 
+    /// A profile with the one server `srv` at the MCP endpoint, `extra` fields merged in.
+    fn profile_with(&self, extra: Value) {
+        let mut entry = json!({ "type": self.kind, "url": self.mcp() });
+        crate::support::merge(&mut entry, extra);
+        self.env.profile(json!({ "mcp": { NAME: entry } }));
+    }
+
+    /// The MCP endpoint: `/mcp`, or `/sse` for a legacy server.
     fn mcp(&self) -> String {
-        self.fx.url("/mcp")
+        self.fx.url(if self.kind == "sse" { "/sse" } else { "/mcp" })
+    }
+
+    /// `http://0.0.0.0:<the world's port>`: the unspecified address, which reaches this
+    /// world on Linux.
+    fn unspecified(&self) -> String {
+        self.fx.url("").replace("127.0.0.1", "0.0.0.0")
     }
 
     fn issuer(&self) -> String {
@@ -116,8 +172,20 @@ impl World {
         self.books.lock().unwrap().access.clear();
     }
 
+    /// The next tools/call (legacy SSE) finds its token revoked, and gets 401.
+    fn expire_on_call(&self) {
+        self.books.lock().unwrap().expire_on_call = true;
+    }
+
     fn run(&self, args: &[&str], browser: bool, log: Option<&str>) -> Output {
+        self.run_with(args, browser, log, &[])
+    }
+
+    fn run_with(&self, args: &[&str], browser: bool, log: Option<&str>, env: &[(&str, &str)]) -> Output {
         let mut cmd = self.env.nod(args).timeout(40);
+        for (key, value) in env {
+            cmd = cmd.env(key, *value);
+        }
         if browser {
             cmd = cmd.env("BROWSER", BROWSER);
         }
@@ -151,7 +219,8 @@ impl World {
     /// The bearer tokens the MCP endpoint received from `from` on (None: no Authorization).
     fn bearers(&self, from: usize) -> Vec<Option<String>> {
         let strip = |r: &Request| r.header("authorization").map(|h| h.trim_start_matches("Bearer ").to_string());
-        self.seen(from, "/mcp").iter().map(strip).collect()
+        let mcp = |r: &Request| ["/mcp", "/sse", "/messages"].iter().any(|p| r.path.starts_with(p));
+        self.fx.requests().iter().filter(|r| r.index >= from && mcp(r)).map(strip).collect()
     }
 
     fn creds(&self) -> Value {
@@ -182,12 +251,16 @@ fn now() -> u64 {
 
 fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
     let path = req.path.split('?').next().unwrap_or("");
+    let issuer = format!("{base}{}", k.tenant.map(|t| format!("/{t}")).unwrap_or_default());
+    let prm = |resource: String| {
+        let server = k.prm_server.clone().unwrap_or_else(|| issuer.clone());
+        Reply::json(&json!({ "resource": resource, "authorization_servers": [server], "scopes_supported": ["base"] }))
+    };
     match (req.method.as_str(), path) {
         (_, "/mcp") => {
-            let token = req.header("authorization").and_then(|h| h.strip_prefix("Bearer "));
-            let Some(scope) = token.and_then(|t| b.access.get(t)) else {
-                let prm = format!("{base}/.well-known/oauth-protected-resource/mcp");
-                return Reply::status(401).header("WWW-Authenticate", &format!("Bearer resource_metadata=\"{prm}\""));
+            let scope = match bearer_scope(base, k, b, req, "/mcp") {
+                Ok(scope) => scope,
+                Err(reply) => return reply,
             };
             let granted: Vec<&str> = scope.split_whitespace().collect();
             let lacking = k.need_scope.is_some_and(|need| need.split_whitespace().any(|s| !granted.contains(&s)));
@@ -198,12 +271,47 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             }
             standard(req)
         }
-        ("GET", "/.well-known/oauth-protected-resource/mcp") => Reply::json(&json!({
-            "resource": format!("{base}/mcp"), "authorization_servers": [base], "scopes_supported": ["base"],
-        })),
-        ("GET", "/.well-known/oauth-authorization-server") => {
+        // Legacy HTTP+SSE: the stream announces its own message endpoint and carries answers.
+        ("GET", "/sse") => {
+            if let Err(reply) = bearer_scope(base, k, b, req, "/sse") {
+                return reply;
+            }
+            let session = format!("s{}", b.streams.len() + 1);
+            let (tx, rx) = crossbeam_channel::unbounded();
+            b.streams.insert(session.clone(), tx);
+            Reply::sse(&[format!("event: endpoint\ndata: /messages?session={session}\n\n")]).fed_by(rx)
+        }
+        ("POST", "/messages") => {
+            if req.rpc() == Some("tools/call") && std::mem::take(&mut b.expire_on_call) {
+                b.access.clear();
+            }
+            if let Err(reply) = bearer_scope(base, k, b, req, "/sse") {
+                return reply;
+            }
+            let session = query(req).get("session").cloned().unwrap_or_default();
+            let answer = match req.rpc() {
+                Some("initialize") => Some(result_msg(req, init_result(req))),
+                Some("tools/list") => {
+                    Some(result_msg(req, json!({ "tools": [{ "name": "echo", "inputSchema": { "type": "object" } }] })))
+                }
+                Some("tools/call") => {
+                    let name = req.json["params"]["name"].as_str().unwrap_or("?");
+                    Some(result_msg(req, text_result(&format!("called {name}"))))
+                }
+                Some(_) if req.json.get("id").is_some() => Some(result_msg(req, json!({}))),
+                _ => None,
+            };
+            if let (Some(answer), Some(stream)) = (answer, b.streams.get(&session)) {
+                let _ = stream.send(format!("event: message\ndata: {answer}\n\n"));
+            }
+            Reply::status(202)
+        }
+        ("GET", "/.well-known/oauth-protected-resource/mcp") if !k.root_prm => prm(format!("{base}/mcp")),
+        ("GET", "/.well-known/oauth-protected-resource/sse") if !k.root_prm => prm(format!("{base}/sse")),
+        ("GET", "/.well-known/oauth-protected-resource") if k.root_prm => prm(base.to_string()),
+        ("GET", p) if p == format!("/.well-known/oauth-authorization-server{}", &issuer[base.len()..]) => {
             let mut doc = json!({
-                "issuer": k.metadata_issuer.clone().unwrap_or_else(|| base.to_string()),
+                "issuer": k.metadata_issuer.clone().unwrap_or_else(|| issuer.clone()),
                 "authorization_endpoint": format!("{base}/authorize"),
                 "token_endpoint": format!("{base}/token"),
                 "registration_endpoint": format!("{base}/register"),
@@ -215,10 +323,22 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             if !k.pkce_advertised {
                 doc.as_object_mut().unwrap().remove("code_challenge_methods_supported");
             }
+            for (key, value) in &k.metadata {
+                doc[*key] = value.clone();
+            }
             Reply::json(&doc)
         }
         ("POST", "/register") => {
-            let mut doc = json!({ "client_id": "client-1", "redirect_uris": req.json["redirect_uris"] });
+            let client_id = format!("client-{}", b.clients.len() + 1);
+            let redirect_uris: Vec<String> = req.json["redirect_uris"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            b.clients.insert(client_id.clone(), redirect_uris);
+            let mut doc = json!({ "client_id": client_id, "redirect_uris": req.json["redirect_uris"] });
             if let Some(secret) = k.client_secret {
                 doc["client_secret"] = json!(secret);
                 doc["token_endpoint_auth_method"] = json!("client_secret_basic");
@@ -228,17 +348,50 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
         ("GET", "/authorize") => {
             let q = query(req);
             let get = |key: &str| q.get(key).cloned().unwrap_or_default();
+            // A strict authorization server: only a registered redirect URI, exactly.
+            if !b.clients.get(&get("client_id")).is_some_and(|uris| uris.contains(&get("redirect_uri"))) {
+                return Reply::status(400).body("text/plain", "unknown client or redirect_uri");
+            }
+            let state = if k.wrong_state { "not-the-state".to_string() } else { get("state") };
+            if let Some((error, description)) = &k.authorize_error {
+                let location = format!(
+                    "{}?error={}&error_description={}&state={}",
+                    get("redirect_uri"),
+                    encode(error),
+                    encode(description),
+                    encode(&state)
+                );
+                return Reply::status(302).header("Location", &location);
+            }
             let code = format!("code-{}", b.codes.len() + 1);
             b.codes.insert(code.clone(), (get("code_challenge"), get("redirect_uri"), get("scope")));
-            let state = if k.wrong_state { "not-the-state".to_string() } else { get("state") };
-            let iss = k.iss.clone().unwrap_or_else(|| base.to_string());
+            let iss = k.iss.clone().unwrap_or_else(|| issuer.clone());
             let location = format!("{}?code={code}&state={}&iss={}", get("redirect_uri"), encode(&state), encode(&iss));
             Reply::status(302).header("Location", &location)
         }
-        ("POST", "/token") => token(k, b, &form(req)),
+        ("POST", "/token") => match &k.token_error {
+            Some((error, description)) => {
+                Reply::json(&json!({ "error": error, "error_description": description })).code(400)
+            }
+            None => token(k, b, &form(req)),
+        },
         ("POST", "/revoke") => Reply::status(200),
         _ => Reply::status(404),
     }
+}
+
+/// The scope of the request's valid bearer token, or the 401 that answers it.
+fn bearer_scope(base: &str, k: &Knobs, b: &Books, req: &Request, endpoint: &str) -> Result<String, Reply> {
+    let token = req.header("authorization").and_then(|h| h.strip_prefix("Bearer "));
+    if let Some(scope) = token.and_then(|t| b.access.get(t)) {
+        return Ok(scope.clone());
+    }
+    let challenge = match (&k.challenge_prm, k.root_prm) {
+        (Some(url), _) => format!("Bearer resource_metadata=\"{url}\""),
+        (None, true) => "Bearer".to_string(),
+        (None, false) => format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource{endpoint}\""),
+    };
+    Err(Reply::status(401).header("WWW-Authenticate", &challenge))
 }
 
 fn token(k: &Knobs, b: &mut Books, f: &HashMap<String, String>) -> Reply {
@@ -540,4 +693,264 @@ fn oauth_insufficient_scope_steps_up_with_the_union_and_gives_up_after_three() {
     out.code(2).within(20.0).stderr_line_has(&["srv", "scope"]);
     let rounds = w.seen(mark, "/authorize").len();
     assert!((1..=3).contains(&rounds), "{rounds} authorizations in one process: {}", w.wire());
+}
+
+/// No control character of a server string reaches stderr.
+fn assert_no_escapes(out: &Output) {
+    for escape in ESCAPES {
+        out.stderr_lacks(&escape.to_string());
+    }
+}
+
+/// No request after `mark` reached the authorization server's registration, authorize or
+/// token endpoints.
+fn assert_no_flow(w: &World, mark: usize) {
+    let wire = w.wire();
+    assert!(w.seen(mark, "/register").is_empty(), "{wire}");
+    assert!(w.seen(mark, "/authorize").is_empty(), "{wire}");
+    assert!(w.seen(mark, "/token").is_empty(), "{wire}");
+}
+
+/// Issue 10, item 1: a loopback resource naming a plain-http authorization server elsewhere
+/// would get the code, the verifier and later refresh tokens in cleartext.
+#[test]
+fn oauth_plain_http_authorization_server_on_another_host_is_refused_before_any_request() {
+    let w = World::new(|k| k.prm_server = Some("http://example.invalid:1".into()));
+    let out = w.auth();
+    // No connection attempt: refused at once, well under the 15 s connect timeout.
+    out.code(2).within(5.0).stderr_line_has(&["server srv", "authorization server", "https", "loopback"]);
+    assert_no_flow(&w, 0);
+    assert!(!w.env.path("credentials.json").exists());
+}
+
+#[test]
+fn oauth_urls_on_the_unspecified_address_are_refused_before_any_request() {
+    // 0.0.0.0 reaches this machine on Linux: without the rule the world would see requests.
+    let w = World::new(|_| {});
+    let zero = w.unspecified();
+    w.set(|k| k.metadata = vec![("token_endpoint", json!(format!("{zero}/token")))]);
+    let out = w.auth();
+    out.code(2).within(5.0).stderr_line_has(&["server srv", "token endpoint", "unspecified address"]);
+    assert_no_flow(&w, 0);
+
+    w.set(|k| {
+        k.metadata.clear();
+        k.challenge_prm = Some(format!("{zero}/.well-known/oauth-protected-resource/mcp"));
+    });
+    let mark = w.mark();
+    let out = w.auth();
+    out.code(2).within(5.0).stderr_line_has(&["server srv", "protected resource metadata", "unspecified address"]);
+    assert!(w.seen(mark, "/.well-known").is_empty(), "{}", w.wire());
+    assert_no_flow(&w, mark);
+}
+
+#[test]
+fn oauth_stored_endpoints_that_break_the_url_rule_are_never_contacted() {
+    let w = authorized(|_| {});
+    let zero = w.unspecified();
+    let mut creds = w.creds();
+    creds["servers"][NAME]["token_endpoint"] = json!(format!("{zero}/token"));
+    creds["servers"][NAME]["revocation_endpoint"] = json!(format!("{zero}/revoke"));
+    w.write_creds(&creds);
+    w.reject_tokens();
+    let mark = w.mark();
+    let out = w.call(false);
+    out.code(2).within(5.0).stderr_line_has(&["srv", "token endpoint", "unspecified address"]);
+    assert!(w.seen(mark, "/token").is_empty(), "{}", w.wire());
+    let out = w.run(&["mcp", "logout", NAME], false, None);
+    out.code(0).within(5.0).stdout_has("logged out of server srv locally").stdout_has("unspecified address");
+    assert!(w.seen(mark, "/revoke").is_empty(), "{}", w.wire());
+    assert!(w.creds()["servers"].get(NAME).is_none(), "{}", w.creds());
+}
+
+/// Issue 10, item 5: an OSC-8 link, a screen clear and a line rewrite in server strings.
+#[test]
+fn oauth_server_strings_never_reach_the_terminal_with_their_escapes() {
+    let trap = "\u{1b}]8;;http://evil.example/\u{7}click\u{1b}]8;;\u{7}\u{1b}[2K\r\u{9b}1A";
+    let w = World::new(|k| k.authorize_error = Some((format!("access_denied{trap}"), format!("denied{trap}"))));
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "access_denied", "denied"]);
+    assert_no_escapes(&out);
+    assert!(w.seen(0, "/token").is_empty(), "{}", w.wire());
+
+    w.set(|k| {
+        k.authorize_error = None;
+        k.token_error = Some((format!("invalid_grant{trap}"), format!("the code is used{trap}")));
+    });
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "token endpoint", "invalid_grant", "the code is used"]);
+    assert_no_escapes(&out);
+
+    w.set(|k| {
+        k.token_error = None;
+        k.metadata = vec![("authorization_endpoint", json!(format!("{}/authorize{trap}", w.issuer())))];
+    });
+    let mark = w.mark();
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "authorization endpoint"]);
+    assert_no_escapes(&out);
+    assert_no_flow(&w, mark);
+
+    // Not https: neither printed nor opened.
+    w.set(|k| k.metadata = vec![("authorization_endpoint", json!("file:///etc/passwd"))]);
+    let mark = w.mark();
+    let out = w.auth();
+    out.code(2).within(10.0).stderr_line_has(&["server srv", "authorization endpoint", "https"]);
+    out.stderr_lacks("passwd").stderr_lacks("open this URL");
+    assert_no_flow(&w, mark);
+}
+
+/// Issue 10, item 9 (conformance auth/metadata-var2): metadata at the root names the origin
+/// as the resource, and that is the resource indicator, on every request.
+#[test]
+fn oauth_resource_is_sent_exactly_as_the_protected_resource_metadata_names_it() {
+    let w = World::new(|k| k.root_prm = true);
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let origin = w.issuer();
+    let wire = w.wire();
+    assert_eq!(w.seen(0, "/.well-known/oauth-protected-resource/mcp").len(), 1, "path first: {wire}");
+    assert_eq!(query(&w.seen(0, "/authorize")[0])["resource"], origin, "{wire}");
+    assert_eq!(form(&w.seen(0, "/token")[0])["resource"], origin, "{wire}");
+    assert_eq!(w.creds()["servers"][NAME]["resource"], json!(origin));
+
+    // The stored credential covers the server URL: it is used, and refreshed for the origin.
+    w.reject_tokens();
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let grants: Vec<_> = w.seen(mark, "/token").iter().map(form).collect();
+    assert_eq!(grants.len(), 1, "{}", w.wire());
+    assert_eq!((&grants[0]["grant_type"], &grants[0]["resource"]), (&"refresh_token".into(), &origin));
+    assert!(w.bearers(mark)[1..].iter().all(|b| b.as_deref() == Some("tok-canary-2")), "{}", w.wire());
+
+    // A credential for another resource is never sent here.
+    let mut creds = w.creds();
+    creds["servers"][NAME]["resource"] = json!("http://127.0.0.2:1");
+    w.write_creds(&creds);
+    let mark = w.mark();
+    w.call(false).code(2).within(5.0).stderr_line_has(&["srv", "run nod mcp auth srv"]);
+    assert!(w.bearers(mark).iter().all(Option::is_none), "{}", w.wire());
+}
+
+/// Issue 10, item 11: a `type: "sse"` server gets the same 401 handling, discovery, token
+/// use and refresh as Streamable HTTP, on its GET stream and on its POSTs.
+#[test]
+fn oauth_protects_a_legacy_sse_server_as_it_does_streamable_http() {
+    let w = World::sse(|_| {});
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let wire = w.wire();
+    assert_eq!(query(&w.seen(0, "/authorize")[0])["resource"], w.mcp(), "{wire}");
+    assert_eq!(w.creds()["servers"][NAME]["access_token"], "tok-canary-1");
+
+    let mark = w.mark();
+    // Traced: the canaries must not show in nod's own log either.
+    let out = w.run(&["mcp", "tool", "call", NAME, "echo", "{}"], false, Some("trace"));
+    out.code(0).within(10.0).stdout_has("called echo");
+    let bearers = w.bearers(mark);
+    assert!(bearers.len() >= 3 && bearers.iter().all(|b| b.as_deref() == Some("tok-canary-1")), "{}", w.wire());
+    assert!(w.seen(mark, "/token").is_empty(), "{}", w.wire());
+
+    // A 401 to the GET stream: refresh, then the stream again.
+    w.reject_tokens();
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let grants: Vec<_> = w.seen(mark, "/token").iter().map(form).collect();
+    assert_eq!(grants.len(), 1, "{}", w.wire());
+    assert_eq!((&grants[0]["grant_type"], &grants[0]["resource"]), (&"refresh_token".into(), &w.mcp()));
+    let bearers = w.bearers(mark);
+    assert_eq!(bearers[0].as_deref(), Some("tok-canary-1"), "{}", w.wire());
+    assert!(bearers[1..].iter().all(|b| b.as_deref() == Some("tok-canary-2")), "{}", w.wire());
+
+    // A 401 to a POST: refresh, then the POST again.
+    w.expire_on_call();
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    assert_eq!(w.seen(mark, "/token").len(), 1, "{}", w.wire());
+    let calls: Vec<_> = w.seen(mark, "/messages").into_iter().filter(|r| r.rpc() == Some("tools/call")).collect();
+    let tokens: Vec<_> = calls.iter().map(|r| r.header("authorization")).collect();
+    assert_eq!(tokens, [Some("Bearer tok-canary-2"), Some("Bearer tok-canary-3")], "{}", w.wire());
+
+    // A POST whose refresh is refused says what to do.
+    w.expire_on_call();
+    w.set(|k| k.refresh_fails = true);
+    let out = w.call(false);
+    out.code(2).within(10.0).stderr_line_has(&["nod: server srv", "tool echo", "run nod mcp auth srv"]);
+}
+
+/// Issue 10, item 23: the registered client is kept per server and issuer.
+#[test]
+fn oauth_registered_client_is_reused_per_issuer_and_registered_anew_for_another() {
+    let w = authorized(|k| k.client_secret = Some("secret-canary-1"));
+    let first = w.seen(0, "/register")[0].json["redirect_uris"][0].as_str().unwrap().to_string();
+    let kept = &w.creds()["clients"][NAME][w.issuer()];
+    assert_eq!((&kept["client_id"], &kept["redirect_uri"]), (&json!("client-1"), &json!(first)), "{kept}");
+    let basic = format!("Basic {}", nod::oauth::flow::base64(b"client-1:secret-canary-1"));
+    let mark = w.mark();
+    // Traced: the stored client secret must not show in nod's own log.
+    let out = w.run(&["mcp", "auth", NAME], true, Some("trace"));
+    out.code(0).within(15.0).stdout_has("authorized server srv");
+    let wire = w.wire();
+    assert!(w.seen(mark, "/register").is_empty(), "registered again: {wire}");
+    let q = query(&w.seen(mark, "/authorize")[0]);
+    assert_eq!((q["client_id"].as_str(), q["redirect_uri"].as_str()), ("client-1", first.as_str()), "{wire}");
+    assert_eq!(w.seen(mark, "/token")[0].header("authorization"), Some(basic.as_str()), "{wire}");
+
+    // Another issuer: another registration, kept beside the first.
+    w.set(|k| k.tenant = Some("tenant2"));
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    assert_eq!(w.seen(mark, "/register").len(), 1, "{}", w.wire());
+    assert_eq!(query(&w.seen(mark, "/authorize")[0])["client_id"], "client-2", "{}", w.wire());
+
+    w.set(|k| k.tenant = None);
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    assert!(w.seen(mark, "/register").is_empty(), "{}", w.wire());
+    assert_eq!(query(&w.seen(mark, "/authorize")[0])["client_id"], "client-1", "{}", w.wire());
+
+    // An authorization server that no longer knows the client: it is forgotten.
+    w.set(|k| k.token_error = Some(("invalid_client".into(), "unknown client".into())));
+    let out = w.auth();
+    out.code(2).within(15.0).stderr_line_has(&["server srv", "invalid_client", "registers again"]);
+    w.set(|k| k.token_error = None);
+    let mark = w.mark();
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    assert_eq!(w.seen(mark, "/register").len(), 1, "{}", w.wire());
+    assert_eq!(query(&w.seen(mark, "/authorize")[0])["client_id"], "client-3", "{}", w.wire());
+
+    // Logout forgets the registrations too.
+    w.run(&["mcp", "logout", NAME], false, None).code(0).within(5.0);
+    let mark = w.mark();
+    w.auth().code(0).within(15.0);
+    assert_eq!(w.seen(mark, "/register").len(), 1, "{}", w.wire());
+}
+
+/// Issue 10, item 23: a 401 to configured credentials names the field, never the value,
+/// and does not send the user to OAuth.
+#[test]
+fn oauth_401_to_configured_header_credentials_names_the_field_and_starts_no_oauth() {
+    let w = World::new(|_| {});
+    let env = [("NOD_IT_TOKEN", "hdr-canary-2"), ("NOD_IT_KEY", "hdr-canary-3")];
+    let cases = [
+        (json!({ "bearer_token_env": "NOD_IT_TOKEN" }), "bearer_token_env"),
+        (json!({ "header_env": { "X-Api-Key": "NOD_IT_KEY" } }), "header_env"),
+        (json!({ "headers": { "X-Api-Key": "hdr-canary-1" } }), "headers"),
+    ];
+    for (extra, field) in cases {
+        w.profile_with(extra);
+        let mark = w.mark();
+        let out = w.run_with(&["mcp", "tool", "call", NAME, "echo", "{}"], false, Some("trace"), &env);
+        out.code(2).within(5.0).stderr_line_has(&["server srv", "refused the configured credentials", field]);
+        out.stderr_lacks("nod mcp auth");
+        assert!(w.seen(mark, "/.well-known").is_empty(), "{}", w.wire());
+        assert!(!w.seen(mark, "/mcp").is_empty(), "{}", w.wire());
+    }
+
+    // With an oauth object, OAuth runs beside the headers.
+    w.profile_with(json!({ "headers": { "X-Workspace": "w1" }, "oauth": {} }));
+    w.auth().code(0).within(15.0).stdout_has("authorized server srv");
+    let mark = w.mark();
+    w.call(false).code(0).within(10.0).stdout_has("called echo");
+    let calls = w.seen(mark, "/mcp");
+    assert!(calls.iter().all(|r| r.header("x-workspace") == Some("w1")), "{}", w.wire());
+    assert!(w.bearers(mark).iter().all(|b| b.is_some()), "{}", w.wire());
 }
