@@ -64,10 +64,10 @@ case "$scenario" in
   initialize)
     # The mock checks only the initialize request (mcp-client-initialization: protocolVersion
     # 2025-06-18 or 2025-11-25, non-empty clientInfo.name and .version) and that the client exits
-    # 0. It declares no capabilities, so `tool list` connects, lists nothing and exits 0, while a
-    # connection error exits 2. (`nod mcp list --connect` would exit 0 even when the server was
-    # skipped, and an initialize that is never sent passes vacuously; run.sh needs a SUCCESS.)
-    exec "$nod" mcp tool list test </dev/null
+    # 0. It declares no capabilities, so nothing can be listed (nod sends no request for a
+    # capability the server did not declare); `nod mcp list --connect` connects and exits 0 when
+    # the server is ready, 2 when it failed.
+    exec "$nod" mcp list --connect </dev/null
     ;;
   tools_call)
     # Stateless SDK server at /mcp with one tool add_numbers {a: number, b: number} (both
