@@ -2,7 +2,10 @@
 //! environment or the disk here. `help` holds the one table that feeds `--help` and the man
 //! pages.
 
+mod ask;
 pub mod help;
+
+pub use ask::{Ask, Globals};
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -17,6 +20,13 @@ pub enum Command {
     Version,
     /// `nod` with no command: the interactive shell (not built yet).
     Shell,
+    /// `nod ask`: one request to the model, for scripts.
+    Ask(Ask),
+    /// `nod permissions [--json]`.
+    Permissions {
+        globals: Globals,
+        json: bool,
+    },
     /// `nod --generate man <page>`: print a man page.
     GenerateMan(help::Page),
     Mcp(Mcp),
@@ -154,8 +164,13 @@ fn lex(page: help::Page) -> impl Fn(lexopt::Error) -> UsageError {
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
     let mut parser = lexopt::Parser::from_args(args);
     let top = help::Page::Nod;
-    // The first word decides; every branch returns.
-    if let Some(arg) = parser.next().map_err(lex(top))? {
+    let mut globals = Globals::default();
+    // Global flags first; then the first word decides, and every branch returns.
+    while let Some(arg) = parser.next().map_err(lex(top))? {
+        if let Some(flag) = ask::global(&arg) {
+            ask::apply(flag, &mut parser, &mut globals)?;
+            continue;
+        }
         match arg {
             Short('h') | Long("help") => return Ok(Command::Help(top)),
             Short('V') | Short('v') | Long("version") => return Ok(Command::Version),
@@ -175,6 +190,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                 let cmd = cmd.into_string().map_err(|_| usage(top, "the command is not valid UTF-8"))?;
                 return match cmd.as_str() {
                     "mcp" => parse_mcp(&mut parser).map(Command::Mcp),
+                    "ask" => ask::parse_ask(&mut parser, globals).map(Command::Ask),
+                    "permissions" => {
+                        ask::parse_permissions(&mut parser, globals).map(|(globals, json)| Command::Permissions { globals, json })
+                    }
                     "status" | "doctor" => {
                         let mut json = false;
                         while let Some(arg) = parser.next().map_err(lex(top))? {

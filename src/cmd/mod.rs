@@ -2,9 +2,11 @@
 //! on one engine, does its work, prints, and shuts everything down. With `cli`, the only
 //! module that prints.
 
+mod ask;
 mod auth;
 mod browser;
 mod edit;
+pub mod form;
 pub mod interrupt;
 mod list;
 pub mod logging;
@@ -58,6 +60,8 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
             Err(anyhow!("the interactive shell is not built yet; see nod --help for what nod can do now"))
         }
         Command::Mcp(mcp) => run_mcp(mcp, ctx),
+        Command::Ask(ask) => return ask::ask(ask, ctx),
+        Command::Permissions { globals, json } => permissions(&globals, json),
         Command::Status { json } => status::status(json),
         Command::Doctor { json } => status::doctor(json),
     };
@@ -74,6 +78,22 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
         return Exit::Interrupted;
     }
     exit
+}
+
+/// `nod permissions [--json]`: the effective mode and rules, with their sources.
+fn permissions(globals: &crate::cli::Globals, json: bool) -> anyhow::Result<Exit> {
+    let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let settings = config::agent::load(&config::settings::path()?, &workspace);
+    for issue in &settings.issues {
+        eprintln!("nod: {issue}");
+    }
+    let (policy, _) = ask::policy_and_limits(globals, &settings)?;
+    if json {
+        print_json(&policy.describe_json())?;
+    } else {
+        print(&policy.describe())?;
+    }
+    Ok(Exit::Ok)
 }
 
 fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {

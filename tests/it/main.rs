@@ -4,11 +4,15 @@
 
 /// An in-process scripted HTTP server for the remote transports.
 mod http_fixture;
+/// A scripted fake model (OpenAI-compatible Chat Completions) on 127.0.0.1.
+mod model;
 /// Running nod with a hard deadline; assertions on exit code, output and time.
 mod run;
 /// Helpers: private NOD_HOME, the fixture's profile entry, the wire record, leftover processes.
 mod support;
 
+/// `nod ask`: the agent against the fake model, the fixture and real servers.
+mod ask;
 /// Resources and prompts: listing, reading, completion.
 mod catalog;
 /// The profile, health, secrets, usage errors, broken pipes, help and man pages.

@@ -1,0 +1,121 @@
+//! `nod ask` and `nod permissions`, and the global flags that may come before any command
+//! (`--full-access`/`--yolo`, `--context-limit`). Flags of `ask` are read until the first
+//! word that is not one (or `--`); everything after is the prompt.
+
+use lexopt::prelude::*;
+
+use super::{Parsed, help, lex, string, usage};
+
+/// Flags valid before any command.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Globals {
+    pub full_access: bool,
+    pub context_limits: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    pub globals: Globals,
+    /// The prompt words, joined with spaces (empty: read the prompt from stdin).
+    pub prompt: String,
+    pub json: bool,
+    pub quiet: bool,
+    pub prompt_permissions: bool,
+    pub no_stdin: bool,
+    pub system: Option<String>,
+    pub model: Option<String>,
+    pub max_steps: Option<usize>,
+}
+
+/// A global flag.
+pub(super) enum Global {
+    FullAccess,
+    ContextLimit,
+}
+
+/// Which global flag `arg` is, if it is one.
+pub(super) fn global(arg: &lexopt::Arg<'_>) -> Option<Global> {
+    match arg {
+        Long("full-access") | Long("yolo") => Some(Global::FullAccess),
+        Long("context-limit") => Some(Global::ContextLimit),
+        _ => None,
+    }
+}
+
+/// Applies a global flag, reading its value.
+pub(super) fn apply(flag: Global, parser: &mut lexopt::Parser, globals: &mut Globals) -> Parsed<()> {
+    match flag {
+        Global::FullAccess => globals.full_access = true,
+        Global::ContextLimit => globals.context_limits.push(string(parser, help::Page::Nod)?),
+    }
+    Ok(())
+}
+
+pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed<Ask> {
+    let page = help::Page::Nod;
+    let mut ask = Ask {
+        globals,
+        prompt: String::new(),
+        json: false,
+        quiet: false,
+        prompt_permissions: false,
+        no_stdin: false,
+        system: None,
+        model: None,
+        max_steps: None,
+    };
+    let mut words: Vec<String> = Vec::new();
+    while let Some(arg) = parser.next().map_err(lex(page))? {
+        if let Some(flag) = global(&arg) {
+            apply(flag, parser, &mut ask.globals)?;
+            continue;
+        }
+        match arg {
+            Long("json") => ask.json = true,
+            Short('q') | Long("quiet") => ask.quiet = true,
+            Long("prompt-permissions") => ask.prompt_permissions = true,
+            Long("no-stdin") => ask.no_stdin = true,
+            Long("system") => ask.system = Some(string(parser, page)?),
+            Long("model") => ask.model = Some(string(parser, page)?),
+            Long("max-steps") => {
+                let text = string(parser, page)?;
+                let steps = text
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| usage(page, format!("--max-steps takes a positive number, not {text:?}")))?;
+                ask.max_steps = Some(steps);
+            }
+            Short('h') | Long("help") => return Err(usage(page, String::new())),
+            Value(word) => {
+                words.push(word.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
+                // The first word starts the prompt: the rest is prompt text, dashes and all.
+                for raw in parser.raw_args().map_err(lex(page))? {
+                    words.push(raw.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
+                }
+            }
+            other => {
+                return Err(usage(page, format!("{}; usage: nod ask [flags] [--] <prompt>", other.unexpected())));
+            }
+        }
+    }
+    ask.prompt = words.join(" ");
+    Ok(ask)
+}
+
+pub(super) fn parse_permissions(parser: &mut lexopt::Parser, mut globals: Globals) -> Parsed<(Globals, bool)> {
+    let page = help::Page::Nod;
+    let mut json = false;
+    while let Some(arg) = parser.next().map_err(lex(page))? {
+        if let Some(flag) = global(&arg) {
+            apply(flag, parser, &mut globals)?;
+            continue;
+        }
+        match arg {
+            Long("json") => json = true,
+            Short('h') | Long("help") => return Err(usage(page, String::new())),
+            other => return Err(usage(page, other.unexpected().to_string())),
+        }
+    }
+    Ok((globals, json))
+}

@@ -1,0 +1,314 @@
+//! `nod ask`: one request to the model for a script. The prompt comes from the arguments or
+//! stdin (with both, stdin is attached as a delimited block); the answer streams to stdout,
+//! tool lines and notices go to stderr; `--json` prints one object at the end. Exit codes: 0
+//! completed, 1 model or provider failure, 2 usage or configuration error, 3 input required,
+//! 130 interrupted.
+
+use std::io::{IsTerminal, Read, Write};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::form::{self, Prompter, Tty};
+use super::{Context, Exit};
+use crate::agent::permissions::{Mode, Policy, parse_rules};
+use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
+use crate::cli::{Ask, Globals};
+use crate::config::{self, agent::AgentSettings};
+use crate::provider::{Provider, config as provider_config};
+use crate::session::elicit::{InputRequired, Policy as ElicitPolicy, PolicyHandler};
+use crate::session::runtime::Runtime;
+use crate::session::Access;
+
+/// The longest prompt, from arguments and stdin together.
+const MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
+
+pub fn ask(ask: Ask, ctx: &Context) -> Exit {
+    match run(&ask, ctx) {
+        Ok(exit) => exit,
+        Err(err) => {
+            let message = ctx.redactor.redact(&format!("{err:#}"));
+            if ask.json {
+                let out = json!({ "output": "", "final_output": "", "exit_code": 2, "model": "", "session_id": "",
+                    "steps": 0, "tool_calls": [], "usage": { "input_tokens": null, "output_tokens": null },
+                    "status": "failed", "error": message });
+                let _ = super::print(&format!("{out}\n"));
+            }
+            eprintln!("nod: {message}");
+            Exit::Failure
+        }
+    }
+}
+
+fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
+    let prompt = prompt(ask)?;
+    let loaded = config::load_native()?;
+    ctx.redactor.add(loaded.secrets());
+    for issue in &loaded.issues {
+        eprintln!("nod: {issue}");
+    }
+    super::note_skipped(&loaded);
+    let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let settings = config::agent::load(&config::settings::path()?, &workspace);
+    for issue in &settings.issues {
+        eprintln!("nod: {issue}");
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let provider = provider_config::resolve(ask.model.as_deref(), &settings.model, &env)?;
+    ctx.redactor.add(provider.api_key.clone());
+    let (policy, limits) = policy_and_limits(&ask.globals, &settings)?;
+    if policy.mode() == Mode::FullAccess && !ask.json {
+        eprintln!("! full access: nod permission checks are off for this process");
+    }
+    let (asked_tx, asked) = crossbeam_channel::unbounded();
+    let handler = Arc::new(PolicyHandler { policy: ElicitPolicy::Fail, input_required: Some(asked_tx) });
+    let engine = super::start_engine(ctx);
+    // nod ask never starts an OAuth flow: a server that needs one says so.
+    let runtime = Arc::new(Runtime::new(engine, loaded.servers.clone(), handler, Access::default()));
+    let failed = runtime.start_required();
+    if !failed.is_empty() {
+        for (server, why) in &failed {
+            eprintln!("nod: required MCP server {server} failed: {}", ctx.redactor.redact(why));
+        }
+        runtime.shutdown();
+        anyhow::bail!("a required MCP server could not start");
+    }
+    let options = Options {
+        max_steps: max_steps(ask, &settings)?,
+        system: ask.system.clone(),
+        first_call_tool_choice_none: settings.first_call_tool_choice_none,
+    };
+    let mut agent = Agent::new(Provider::new(provider), runtime.clone(), asked, policy, limits, options);
+    let tty = if ask.prompt_permissions { Tty::open() } else { None };
+    let mut surface = AskSurface {
+        json: ask.json,
+        quiet: ask.quiet,
+        terminal: std::io::stdout().is_terminal(),
+        tty,
+        last: '\n',
+        wrote: false,
+        redactor: ctx.redactor.clone(),
+    };
+    let report = agent.turn(&prompt, &mut surface, &ctx.interrupt);
+    runtime.shutdown();
+    surface.end(&report, agent.model())
+}
+
+/// The prompt: the words, or stdin; with both, stdin as a delimited block after the words.
+fn prompt(ask: &Ask) -> anyhow::Result<String> {
+    let stdin = std::io::stdin();
+    let piped = !stdin.is_terminal();
+    let read_stdin = ask.prompt.is_empty() || (piped && !ask.no_stdin);
+    let mut input = String::new();
+    if read_stdin && (piped || ask.prompt.is_empty()) {
+        let mut bytes = Vec::new();
+        stdin.lock().take(MAX_PROMPT_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+        if bytes.len() > MAX_PROMPT_BYTES {
+            anyhow::bail!("the prompt exceeds 4 MiB");
+        }
+        input = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the prompt on stdin is not valid UTF-8"))?;
+    }
+    let prompt = if ask.prompt.is_empty() {
+        input
+    } else if input.trim().is_empty() {
+        ask.prompt.clone()
+    } else {
+        format!("{}\n\n<stdin>\n{}\n</stdin>", ask.prompt, input.trim_end_matches('\n'))
+    };
+    if prompt.len() > MAX_PROMPT_BYTES {
+        anyhow::bail!("the prompt exceeds 4 MiB");
+    }
+    if prompt.trim().is_empty() {
+        anyhow::bail!("the prompt is empty: give it as arguments or on stdin");
+    }
+    Ok(prompt)
+}
+
+/// The permission policy and context limits: settings, then environment, then flags.
+pub fn policy_and_limits(
+    globals: &Globals,
+    settings: &AgentSettings,
+) -> anyhow::Result<(Arc<Policy>, crate::agent::limits::Limits)> {
+    let mut mode = Mode::Ask;
+    let configured = settings.permission_mode.clone().into_iter().chain(std::env::var("NOD_PERMISSION_MODE").ok());
+    for text in configured {
+        match Mode::parse(&text) {
+            Some(parsed) => mode = parsed,
+            None if text.trim().eq_ignore_ascii_case("auto") => {
+                eprintln!("nod: permission mode \"auto\" is not supported; using \"ask\"");
+                mode = Mode::Ask;
+            }
+            None => eprintln!("nod: unknown permission mode {text:?}; using \"{}\"", mode.as_str()),
+        }
+    }
+    if globals.full_access {
+        mode = Mode::FullAccess;
+    }
+    let mut issues = Vec::new();
+    let rules = settings.permission.iter().flat_map(|(source, value)| parse_rules(value, source, &mut issues)).collect();
+    for issue in issues {
+        eprintln!("nod: {issue}");
+    }
+    let mut limits = crate::agent::limits::Limits::default();
+    if let Some(bytes) = settings.max_tool_result_bytes {
+        let _ = limits.apply_flag(&format!("max_tool_result_bytes={bytes}"));
+    }
+    for value in &settings.context_limits {
+        for issue in limits.apply_settings(value) {
+            eprintln!("nod: {issue}");
+        }
+    }
+    for spec in &globals.context_limits {
+        limits.apply_flag(spec)?;
+    }
+    Ok((Arc::new(Policy::new(mode, rules)), limits))
+}
+
+/// `--max-steps`, else `NOD_MAX_AGENT_STEPS`, else settings, else 50 (0 means no limit).
+fn max_steps(ask: &Ask, settings: &AgentSettings) -> anyhow::Result<usize> {
+    if let Some(steps) = ask.max_steps {
+        return Ok(steps);
+    }
+    let configured = match std::env::var("NOD_MAX_AGENT_STEPS") {
+        Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| anyhow::anyhow!("NOD_MAX_AGENT_STEPS must be digits"))?),
+        Err(_) => settings.max_agent_steps,
+    };
+    Ok(match configured {
+        Some(0) => usize::MAX,
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => 50,
+    })
+}
+
+struct AskSurface {
+    json: bool,
+    quiet: bool,
+    terminal: bool,
+    tty: Option<Tty>,
+    /// The last character written to stdout.
+    last: char,
+    wrote: bool,
+    redactor: crate::util::Redactor,
+}
+
+impl AskSurface {
+    fn out(&mut self, text: &str) {
+        if self.json || text.is_empty() {
+            return;
+        }
+        let shown = if self.terminal { crate::util::terminal_safe(text) } else { std::borrow::Cow::Borrowed(text) };
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(shown.as_bytes());
+        let _ = stdout.flush();
+        self.last = text.chars().last().unwrap_or(self.last);
+        self.wrote = true;
+    }
+
+    /// Prints the end of the run and says how it exits.
+    fn end(&mut self, report: &Report, model: &str) -> anyhow::Result<Exit> {
+        let exit = match report.status {
+            Status::Completed => Exit::Ok,
+            Status::Failed => Exit::ToolError,
+            Status::InputRequired => Exit::InputRequired,
+            Status::Interrupted => Exit::Interrupted,
+        };
+        if self.json {
+            let usage = match report.usage {
+                Some(usage) => json!({ "input_tokens": usage.input, "output_tokens": usage.output }),
+                None => json!({ "input_tokens": null, "output_tokens": null }),
+            };
+            let calls: Vec<Value> = report
+                .tool_calls
+                .iter()
+                .map(|(name, ok)| json!({ "name": name, "status": if *ok { "success" } else { "failure" } }))
+                .collect();
+            let mut out = json!({ "output": report.output, "final_output": report.final_output, "exit_code": exit as u8,
+                "model": model, "session_id": "", "steps": report.steps, "tool_calls": calls, "usage": usage,
+                "status": report.status.as_str() });
+            if let Some(error) = &report.error {
+                out["error"] = json!(self.redactor.redact(error));
+            }
+            if let Some(input) = &report.input_required {
+                out["input_required"] = input_json(input);
+            }
+            super::print(&format!("{out}\n"))?;
+        } else if self.wrote && self.last != '\n' {
+            self.out("\n");
+        }
+        match (report.status, &report.input_required) {
+            (Status::InputRequired, Some(input)) if !self.json => {
+                let message = crate::util::terminal_safe(&crate::util::one_line(&input.message)).into_owned();
+                eprintln!("nod: input required: MCP server '{}' asks: {message}", input.server);
+                if let Some(url) = &input.url {
+                    eprintln!("{}", crate::util::terminal_safe(url));
+                }
+            }
+            (Status::Failed, _) if !self.json => {
+                eprintln!("nod: {}", self.redactor.redact(report.error.as_deref().unwrap_or("failed")));
+            }
+            (Status::Interrupted, _) if !self.json => eprintln!("nod: interrupted"),
+            _ => {}
+        }
+        Ok(exit)
+    }
+}
+
+fn input_json(input: &InputRequired) -> Value {
+    let mut out = json!({ "server": input.server, "mode": input.mode,
+        "message": crate::util::terminal_safe(&input.message).into_owned() });
+    if let Some(schema) = &input.requested_schema {
+        out["requested_schema"] = schema.clone();
+    }
+    if let Some(url) = &input.url {
+        out["url"] = json!(url);
+    }
+    if let Some(id) = &input.elicitation_id {
+        out["elicitation_id"] = json!(id);
+    }
+    out
+}
+
+impl Surface for AskSurface {
+    fn text(&mut self, delta: &str) {
+        self.out(delta);
+    }
+
+    fn step(&mut self, step: usize) {
+        if step > 1 && self.wrote && self.last != '\n' {
+            self.out("\n");
+        }
+    }
+
+    fn tool_started(&mut self, name: &str, arguments: &str) {
+        if !self.quiet && !self.json {
+            let preview = crate::util::terminal_safe(arguments);
+            eprintln!("● {name} {preview}");
+        }
+    }
+
+    fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str) {
+        if !ok && !self.quiet && !self.json {
+            eprintln!("  ✗ {}", crate::util::terminal_safe(&self.redactor.redact(detail)));
+        }
+    }
+
+    fn notice(&mut self, level: Level, text: &str) {
+        if self.json || (self.quiet && level != Level::Error) {
+            return;
+        }
+        let mark = if level == Level::Error { "✗" } else { "!" };
+        eprintln!("{mark} {}", crate::util::terminal_safe(&self.redactor.redact(text)));
+    }
+
+    fn approve(&mut self, request: &Approval) -> Option<Answer> {
+        let tty = self.tty.as_mut()?;
+        Some(form::approve(tty, request))
+    }
+
+    fn elicit(&mut self, request: &InputRequired) -> Elicited {
+        match self.tty.as_mut() {
+            Some(tty) => form::elicit(tty as &mut dyn Prompter, request),
+            None => Elicited::Unanswerable,
+        }
+    }
+}
