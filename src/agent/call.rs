@@ -27,7 +27,7 @@ pub(super) struct Step {
 
 pub(super) enum CallEnd {
     Interrupted,
-    InputRequired(InputRequired),
+    InputRequired(Box<InputRequired>),
 }
 
 /// How a tool's execution ended.
@@ -119,7 +119,10 @@ impl Agent {
             "mcp_select_tool" => {
                 let alias = text("name");
                 if alias.is_empty() {
-                    return Ran::Malformed(Outcome::failed(name, "mcp_select_tool requires an exact dynamic tool name."));
+                    return Ran::Malformed(Outcome::failed(
+                        name,
+                        "mcp_select_tool requires an exact dynamic tool name.",
+                    ));
                 }
                 Ran::Done(tools::select(&mut self.catalog, &self.runtime, &self.limits, &alias))
             }
@@ -129,14 +132,21 @@ impl Agent {
                     return Ran::Malformed(Outcome::failed(name, "mcp_read_resource requires server and uri."));
                 }
                 let target = format!("{server}:{uri}");
-                let approval = Approval { tool: name.into(), server: Some(server.clone()), original: None, arguments: args.clone() };
+                let approval = Approval {
+                    tool: name.into(),
+                    server: Some(server.clone()),
+                    original: None,
+                    arguments: args.clone(),
+                };
                 let approved = match self.permit(name, &target, Sensitivity::ReadOnly, &approval, surface, notes) {
                     Ok(approved) => approved,
                     Err(ran) => return ran,
                 };
                 let policy = self.policy.clone();
                 let admit = move || {
-                    policy.recheck("mcp_read_resource", &target, Sensitivity::ReadOnly, approved).map_err(|d| d.to_json("mcp_read_resource").to_string())
+                    policy
+                        .recheck("mcp_read_resource", &target, Sensitivity::ReadOnly, approved)
+                        .map_err(|d| d.to_json("mcp_read_resource").to_string())
                 };
                 Ran::Done(tools::read_resource(&self.runtime, &self.limits, &server, &uri, &admit))
             }
@@ -182,10 +192,10 @@ impl Agent {
                     }
                     Err(denied(Denial::UserDenied))
                 }
-                Some(Answer::Cancel) => Err(Ran::End(CallEnd::Interrupted, Some(Outcome {
-                    ok: false,
-                    content: Denial::UserDenied.to_json(name).to_string(),
-                }))),
+                Some(Answer::Cancel) => Err(Ran::End(
+                    CallEnd::Interrupted,
+                    Some(Outcome { ok: false, content: Denial::UserDenied.to_json(name).to_string() }),
+                )),
             },
         }
     }
@@ -218,9 +228,8 @@ impl Agent {
         };
         let policy = self.policy.clone();
         let permission = alias.to_string();
-        let admit = move || {
-            policy.recheck(&permission, "*", Sensitivity::Sensitive, approved).map_err(|d| format!("{d:?}"))
-        };
+        let admit =
+            move || policy.recheck(&permission, "*", Sensitivity::Sensitive, approved).map_err(|d| format!("{d:?}"));
         let mut call = session.call_tool_admitted(entry.name(), &args, Some(group), &admit);
         loop {
             select! {
@@ -243,7 +252,7 @@ impl Agent {
                             // The call is cancelled before the server hears the answer.
                             session.cancel(&call, "the server asked for input that nod could not collect");
                             responder.respond(Ok(json!({ "action": "cancel" })));
-                            return Ran::End(CallEnd::InputRequired(input), None);
+                            return Ran::End(CallEnd::InputRequired(Box::new(input)), None);
                         }
                     }
                 },
@@ -270,7 +279,8 @@ impl Agent {
                     text.push_str(&structured.to_string());
                 }
                 if value.get("isError").and_then(Value::as_bool).unwrap_or(false) {
-                    let message = if text.trim().is_empty() { "MCP tool reported an error".to_string() } else { wrap(&text) };
+                    let message =
+                        if text.trim().is_empty() { "MCP tool reported an error".to_string() } else { wrap(&text) };
                     Outcome::failed(alias, &message)
                 } else {
                     Outcome::ok(wrap(&text))
@@ -299,6 +309,8 @@ fn detail(outcome: &Outcome) -> String {
     }
     let value: Value = serde_json::from_str(&outcome.content).unwrap_or(Value::Null);
     let message = value.pointer("/error/message").and_then(Value::as_str).unwrap_or(&outcome.content);
-    let line = crate::util::one_line(message.lines().find(|l| !l.trim().is_empty() && !l.starts_with("<untrusted")).unwrap_or(""));
+    let line = crate::util::one_line(
+        message.lines().find(|l| !l.trim().is_empty() && !l.starts_with("<untrusted")).unwrap_or(""),
+    );
     line.chars().take(120).collect()
 }

@@ -99,7 +99,12 @@ impl Catalog {
                 if hidden(&alias) {
                     continue;
                 }
-                out.push(Entry { alias, server: server.clone(), tool: tool.clone(), instructions: instructions.clone() });
+                out.push(Entry {
+                    alias,
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    instructions: instructions.clone(),
+                });
             }
         }
         out

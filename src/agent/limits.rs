@@ -122,7 +122,8 @@ mod tests {
         assert_eq!((limits.search_result, limits.selected_schema), (100, CEILING));
         assert!(limits.apply_flag("nope=1").is_err());
         assert!(limits.apply_flag("mcp_description_bytes").is_err());
-        let issues = limits.apply_settings(&json!({ "mcp_description_bytes": 10, "bad": 1, "max_tool_result_bytes": 5 }));
+        let issues =
+            limits.apply_settings(&json!({ "mcp_description_bytes": 10, "bad": 1, "max_tool_result_bytes": 5 }));
         assert_eq!(limits.description, 10);
         assert_eq!(limits.tool_result, MIN_TOOL_RESULT_BYTES);
         assert_eq!(issues.len(), 1);

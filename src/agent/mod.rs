@@ -161,7 +161,17 @@ impl Agent {
         options: Options,
     ) -> Agent {
         let system = prompt::system(options.system.as_deref(), &runtime.names());
-        Agent { provider, runtime, asked, policy, limits, options, system, history: Vec::new(), catalog: Catalog::default() }
+        Agent {
+            provider,
+            runtime,
+            asked,
+            policy,
+            limits,
+            options,
+            system,
+            history: Vec::new(),
+            catalog: Catalog::default(),
+        }
     }
 
     pub fn model(&self) -> &str {

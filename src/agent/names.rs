@@ -37,7 +37,9 @@ impl Aliases {
             return alias.clone();
         }
         let base = format!("mcp_{}_{}", sanitize(server, "server"), sanitize(tool, "tool"));
-        let free = |name: &str, table: &Aliases| !table.by_alias.contains_key(name) && !table.reserved.iter().any(|r| r == name);
+        let free = |name: &str, table: &Aliases| {
+            !table.by_alias.contains_key(name) && !table.reserved.iter().any(|r| r == name)
+        };
         let alias = if base.len() <= MAX_NAME && free(&base, self) {
             base
         } else {

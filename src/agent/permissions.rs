@@ -189,7 +189,13 @@ impl Policy {
 
     /// The check right before transport: the same decision, without asking. `approved`
     /// says a person approved this one call.
-    pub fn recheck(&self, permission: &str, target: &str, sensitivity: Sensitivity, approved: bool) -> Result<(), Denial> {
+    pub fn recheck(
+        &self,
+        permission: &str,
+        target: &str,
+        sensitivity: Sensitivity,
+        approved: bool,
+    ) -> Result<(), Denial> {
         match self.decide(permission, target, sensitivity) {
             Decision::Allow => Ok(()),
             Decision::Ask if approved => Ok(()),
@@ -222,7 +228,13 @@ impl Policy {
         } else {
             out.push_str("[permissions] configured rules:\n");
             for rule in &self.rules {
-                out.push_str(&format!(" - {} {} -> {} ({})\n", rule.action.as_str(), rule.permission, rule.pattern, rule.source));
+                out.push_str(&format!(
+                    " - {} {} -> {} ({})\n",
+                    rule.action.as_str(),
+                    rule.permission,
+                    rule.pattern,
+                    rule.source
+                ));
             }
         }
         let grants = self.grants();
@@ -244,8 +256,11 @@ impl Policy {
             .iter()
             .map(|r| json!({ "permission": r.permission, "pattern": r.pattern, "action": r.action.as_str(), "source": r.source }))
             .collect();
-        let grants: Vec<Value> =
-            self.grants().iter().map(|g| json!({ "tool_name": g, "target_path": "*", "display_target": "*" })).collect();
+        let grants: Vec<Value> = self
+            .grants()
+            .iter()
+            .map(|g| json!({ "tool_name": g, "target_path": "*", "display_target": "*" }))
+            .collect();
         json!({ "kind": "permissions", "mode": self.mode().as_str(), "grant_count": grants.len(),
             "grant_scope": "session", "runtime_grants_available": true, "rules_scope": "persistent_config",
             "rules": rules, "grants": grants })
@@ -348,17 +363,21 @@ mod tests {
 
     #[test]
     fn the_last_matching_rule_wins_and_deny_beats_grants() {
-        let policy = Policy::new(
-            Mode::Ask,
-            rules(json!({ "*": "ask", "mcp_docs_*": "allow", "mcp_fs_write_file": "deny" })),
-        );
+        let policy =
+            Policy::new(Mode::Ask, rules(json!({ "*": "ask", "mcp_docs_*": "allow", "mcp_fs_write_file": "deny" })));
         assert_eq!(policy.decide("mcp_docs_search", "*", Sensitivity::Sensitive), Decision::Allow);
         assert_eq!(policy.decide("mcp_fs_read", "*", Sensitivity::Sensitive), Decision::Ask);
-        assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        assert_eq!(
+            policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive),
+            Decision::Deny(Denial::PolicyDenied)
+        );
         policy.grant("mcp_fs_write_file");
         policy.grant("mcp_fs_read");
         assert_eq!(policy.decide("mcp_fs_read", "*", Sensitivity::Sensitive), Decision::Allow);
-        assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        assert_eq!(
+            policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive),
+            Decision::Deny(Denial::PolicyDenied)
+        );
         assert!(policy.always_denied("mcp_fs_write_file"));
         policy.set_mode(Some(Mode::FullAccess));
         assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Allow);
@@ -380,7 +399,10 @@ mod tests {
         let patterns = rules(json!({ "mcp_read_resource": { "docs:*": "allow", "fs:*": "deny" } }));
         assert_eq!(patterns.len(), 2);
         let policy = Policy::new(Mode::Ask, patterns);
-        assert_eq!(policy.decide("mcp_read_resource", "fs:file:///etc", Sensitivity::ReadOnly), Decision::Deny(Denial::PolicyDenied));
+        assert_eq!(
+            policy.decide("mcp_read_resource", "fs:file:///etc", Sensitivity::ReadOnly),
+            Decision::Deny(Denial::PolicyDenied)
+        );
         let mut issues = Vec::new();
         parse_rules(&json!({ "x": "maybe", "": "allow", "y": 3 }), "user", &mut issues);
         assert_eq!(issues.len(), 3, "{issues:?}");

@@ -30,7 +30,8 @@ pub fn tokens(query: &str) -> Vec<String> {
 /// A tool's score for the query's tokens.
 pub fn score(tokens: &[String], candidate: &Candidate<'_>) -> u32 {
     let text = |key: &str| candidate.tool.get(key).and_then(Value::as_str).unwrap_or("");
-    let names = format!("{} {} {} {}", candidate.alias, text("name"), text("title"), candidate.server).to_ascii_lowercase();
+    let names =
+        format!("{} {} {} {}", candidate.alias, text("name"), text("title"), candidate.server).to_ascii_lowercase();
     let description = text("description").to_ascii_lowercase();
     let properties = candidate
         .tool
@@ -55,7 +56,10 @@ pub fn resource_score(tokens: &[String], resource: &Value) -> u32 {
     let text = |key: &str| resource.get(key).and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
     let names = format!("{} {} {}", text("name"), text("title"), text("uri"));
     let description = text("description");
-    tokens.iter().map(|t| 3 * u32::from(names.contains(t.as_str())) + 2 * u32::from(description.contains(t.as_str()))).sum()
+    tokens
+        .iter()
+        .map(|t| 3 * u32::from(names.contains(t.as_str())) + 2 * u32::from(description.contains(t.as_str())))
+        .sum()
 }
 
 /// Ranks candidates: best first, ties by alias (bytes). Returns (index, score) of every
@@ -63,7 +67,9 @@ pub fn resource_score(tokens: &[String], resource: &Value) -> u32 {
 pub fn rank(tokens: &[String], candidates: &[Candidate<'_>]) -> Vec<(usize, u32)> {
     let mut scored: Vec<(usize, u32)> =
         candidates.iter().enumerate().map(|(i, c)| (i, score(tokens, c))).filter(|(_, s)| *s > 0).collect();
-    scored.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| candidates[a.0].alias.as_bytes().cmp(candidates[b.0].alias.as_bytes())));
+    scored.sort_by(|a, b| {
+        b.1.cmp(&a.1).then_with(|| candidates[a.0].alias.as_bytes().cmp(candidates[b.0].alias.as_bytes()))
+    });
     scored
 }
 

@@ -17,7 +17,8 @@ pub const MAX_MATCHES: usize = 20;
 /// Resources listed beside the tools of one search.
 pub const MAX_RESOURCES: usize = 10;
 /// The notice when a search could not load every shown schema.
-pub const BUDGET_NOTICE: &str = "[context] Additional MCP schemas exceed the search loading budget; narrow the search or select a tool explicitly.";
+pub const BUDGET_NOTICE: &str =
+    "[context] Additional MCP schemas exceed the search loading budget; narrow the search or select a tool explicitly.";
 
 /// A tool's outcome as the model sees it.
 #[derive(Debug, Clone)]
@@ -114,8 +115,10 @@ pub fn capability_search(
     let ranked = search::rank(&tokens, &candidates);
     let total = ranked.len();
     let mut shown: Vec<&Entry> = ranked.iter().take(MAX_MATCHES).map(|(i, _)| &entries[*i]).collect();
-    let tool_json = |e: &Entry| json!({ "name": e.alias, "server": e.server, "description": text::cut(
-        &text::sanitize(e.tool.get("description").and_then(Value::as_str).unwrap_or("")), limits.description) });
+    let tool_json = |e: &Entry| {
+        json!({ "name": e.alias, "server": e.server, "description": text::cut(
+        &text::sanitize(e.tool.get("description").and_then(Value::as_str).unwrap_or("")), limits.description) })
+    };
     doc["total_matches"] = json!(total);
     let resources = matching_resources(runtime, &tokens, server);
     if !resources.is_empty() {
@@ -131,16 +134,16 @@ pub fn capability_search(
     loop {
         doc["mcp_tools"] = Value::Array(shown.iter().map(|e| tool_json(e)).collect());
         doc["counts"]["mcp_tools"] = json!(shown.len());
+        if omitted > 0 {
+            doc["mcp_context_limit"] = json!({ "name": "mcp_search_result_bytes", "action": "omitted",
+                "omitted_count": omitted, "observed_bytes": full, "effective_bytes": limits.search_result,
+                "override": "--context-limit mcp_search_result_bytes=BYTES|off" });
+        }
         if doc.to_string().len() <= limits.search_result || shown.is_empty() {
             break;
         }
         shown.pop();
         omitted += 1;
-    }
-    if omitted > 0 {
-        doc["mcp_context_limit"] = json!({ "name": "mcp_search_result_bytes", "action": "omitted", "omitted_count": omitted,
-            "observed_bytes": full, "effective_bytes": limits.search_result,
-            "override": "--context-limit mcp_search_result_bytes=BYTES|off" });
     }
     if shown.is_empty() && doc.get("mcp_resources").is_none() {
         doc["state"] = json!("no_match");
@@ -181,11 +184,14 @@ fn matching_resources(runtime: &Runtime, tokens: &[String], server: Option<&str>
             if score > 0 {
                 let text = |key: &str| text::sanitize(resource.get(key).and_then(Value::as_str).unwrap_or(""));
                 let description = text::cut(&text("description"), 256).to_string();
-                found.push((score, json!({ "uri": text("uri"), "name": text("name"), "server": name, "description": description })));
+                found.push((
+                    score,
+                    json!({ "uri": text("uri"), "name": text("name"), "server": name, "description": description }),
+                ));
             }
         }
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.into_iter().take(MAX_RESOURCES).map(|(_, v)| v).collect()
 }
 
@@ -213,16 +219,26 @@ pub fn select(catalog: &mut Catalog, runtime: &Runtime, limits: &Limits, name: &
         return Outcome::failed(TOOL, &rejection.to_string());
     }
     catalog.select(name);
-    Outcome::ok(json!({ "name": name, "description": entry.description(limits), "inputSchema": entry.schema() }).to_string())
+    Outcome::ok(
+        json!({ "name": name, "description": entry.description(limits), "inputSchema": entry.schema() }).to_string(),
+    )
 }
 
 /// `mcp_read_resource {server, uri}`: the contents, bounded and marked untrusted. The
 /// permission check has been made by the caller.
-pub fn read_resource(runtime: &Runtime, limits: &Limits, server: &str, uri: &str, admit: &dyn Fn() -> Result<(), String>) -> Outcome {
+pub fn read_resource(
+    runtime: &Runtime,
+    limits: &Limits,
+    server: &str,
+    uri: &str,
+    admit: &dyn Fn() -> Result<(), String>,
+) -> Outcome {
     const TOOL: &str = "mcp_read_resource";
     let session = match runtime.session(server) {
         Ok(session) => session,
-        Err(_) if runtime.state(server).is_none() => return Outcome::failed(TOOL, &format!("Unknown MCP server: {server}")),
+        Err(_) if runtime.state(server).is_none() => {
+            return Outcome::failed(TOOL, &format!("Unknown MCP server: {server}"));
+        }
         Err(err) => return Outcome::failed(TOOL, &format!("MCP server '{server}' is not available: {err:#}")),
     };
     if let Err(why) = admit() {

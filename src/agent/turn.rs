@@ -58,7 +58,8 @@ impl Agent {
                     within.push(Message::User(SUMMARIZE.into()));
                     continue;
                 }
-                let text = if completion.text.trim().is_empty() { "Done.".to_string() } else { completion.text.clone() };
+                let text =
+                    if completion.text.trim().is_empty() { "Done.".to_string() } else { completion.text.clone() };
                 if completion.text.trim().is_empty() {
                     surface.text(&text);
                     turn.add_text(&text);
@@ -66,7 +67,8 @@ impl Agent {
                 within.push(Message::Assistant { text: text.clone(), calls: Vec::new() });
                 break End::Completed(text);
             }
-            turn.tool_steps_without_text = if completion.text.trim().is_empty() { turn.tool_steps_without_text + 1 } else { 0 };
+            turn.tool_steps_without_text =
+                if completion.text.trim().is_empty() { turn.tool_steps_without_text + 1 } else { 0 };
             within.push(Message::Assistant { text: completion.text.clone(), calls: completion.calls.clone() });
             let step = self.run_calls(&completion, group, surface, cancel, &mut turn);
             let Step { results, notes, end, all_malformed } = step;
@@ -105,7 +107,11 @@ impl Agent {
             messages.extend(self.history.iter().cloned());
             messages.extend(within.iter().cloned());
             messages.extend(extra.iter().cloned());
-            let req = Request { messages: &messages, tools: &tools, tool_choice_none: first && self.options.first_call_tool_choice_none };
+            let req = Request {
+                messages: &messages,
+                tools: &tools,
+                tool_choice_none: first && self.options.first_call_tool_choice_none,
+            };
             let mut streamed = String::new();
             let result = self.provider.complete(&req, cancel, &mut |delta| {
                 surface.text(delta);
@@ -147,7 +153,9 @@ impl Agent {
             End::Completed(text) => (Status::Completed, text, None, None),
             End::Failed(why) => (Status::Failed, String::new(), Some(why), None),
             End::Interrupted => (Status::Interrupted, String::new(), Some("interrupted".to_string()), None),
-            End::InputRequired(input) => (Status::InputRequired, String::new(), Some("input required".to_string()), Some(input)),
+            End::InputRequired(input) => {
+                (Status::InputRequired, String::new(), Some("input required".to_string()), Some(*input))
+            }
         };
         match status {
             Status::Completed => self.history.extend(keep_answered(within)),
@@ -198,7 +206,7 @@ pub(super) enum End {
     Completed(String),
     Failed(String),
     Interrupted,
-    InputRequired(crate::session::elicit::InputRequired),
+    InputRequired(Box<crate::session::elicit::InputRequired>),
 }
 
 /// The running tally of a turn.

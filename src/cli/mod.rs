@@ -191,9 +191,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                 return match cmd.as_str() {
                     "mcp" => parse_mcp(&mut parser).map(Command::Mcp),
                     "ask" => ask::parse_ask(&mut parser, globals).map(Command::Ask),
-                    "permissions" => {
-                        ask::parse_permissions(&mut parser, globals).map(|(globals, json)| Command::Permissions { globals, json })
-                    }
+                    "permissions" => ask::parse_permissions(&mut parser, globals)
+                        .map(|(globals, json)| Command::Permissions { globals, json }),
                     "status" | "doctor" => {
                         let mut json = false;
                         while let Some(arg) = parser.next().map_err(lex(top))? {

@@ -16,9 +16,9 @@ use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Report, St
 use crate::cli::{Ask, Globals};
 use crate::config::{self, agent::AgentSettings};
 use crate::provider::{Provider, config as provider_config};
+use crate::session::Access;
 use crate::session::elicit::{InputRequired, Policy as ElicitPolicy, PolicyHandler};
 use crate::session::runtime::Runtime;
-use crate::session::Access;
 
 /// The longest prompt, from arguments and stdin together.
 const MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
@@ -145,7 +145,8 @@ pub fn policy_and_limits(
         mode = Mode::FullAccess;
     }
     let mut issues = Vec::new();
-    let rules = settings.permission.iter().flat_map(|(source, value)| parse_rules(value, source, &mut issues)).collect();
+    let rules =
+        settings.permission.iter().flat_map(|(source, value)| parse_rules(value, source, &mut issues)).collect();
     for issue in issues {
         eprintln!("nod: {issue}");
     }
@@ -170,7 +171,9 @@ fn max_steps(ask: &Ask, settings: &AgentSettings) -> anyhow::Result<usize> {
         return Ok(steps);
     }
     let configured = match std::env::var("NOD_MAX_AGENT_STEPS") {
-        Ok(text) => Some(text.trim().parse::<u64>().map_err(|_| anyhow::anyhow!("NOD_MAX_AGENT_STEPS must be digits"))?),
+        Ok(text) => {
+            Some(text.trim().parse::<u64>().map_err(|_| anyhow::anyhow!("NOD_MAX_AGENT_STEPS must be digits"))?)
+        }
         Err(_) => settings.max_agent_steps,
     };
     Ok(match configured {

@@ -98,7 +98,9 @@ pub fn elicit(io: &mut dyn Prompter, request: &InputRequired) -> Elicited {
         io.say(&format!("  {name} = {}\n", terminal_safe(&value.to_string())));
     }
     match io.line("[a] accept  [d] decline  [c] cancel > ").map(|l| l.trim().to_ascii_lowercase()) {
-        Some(a) if a == "a" || a == "accept" || a.is_empty() => Elicited::Answer(json!({ "action": "accept", "content": content })),
+        Some(a) if a == "a" || a == "accept" || a.is_empty() => {
+            Elicited::Answer(json!({ "action": "accept", "content": content }))
+        }
         Some(d) if d == "d" || d == "decline" => Elicited::Answer(json!({ "action": "decline" })),
         _ => Elicited::Answer(json!({ "action": "cancel" })),
     }
@@ -176,13 +178,21 @@ fn parse(kind: &str, answer: &str, choices: &[Value]) -> Result<Value, String> {
         }
         return choices
             .iter()
-            .find(|c| c.as_str() == Some(answer) || c.to_string() == answer)
+            .find(|c| match c {
+                Value::String(s) => s == answer,
+                other => serde_json::from_str::<Value>(answer).is_ok_and(|v| v == **other),
+            })
             .cloned()
             .ok_or_else(|| format!("choose 1-{} or one of the values", choices.len()));
     }
     match kind {
         "integer" => answer.parse::<i64>().map(Value::from).map_err(|_| "a whole number".into()),
-        "number" => answer.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number).ok_or_else(|| "a number".into()),
+        "number" => answer
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| "a number".into()),
         "boolean" => match answer.to_ascii_lowercase().as_str() {
             "y" | "yes" | "true" => Ok(Value::Bool(true)),
             "n" | "no" | "false" => Ok(Value::Bool(false)),
@@ -201,7 +211,11 @@ fn url_consent(io: &mut dyn Prompter, request: &InputRequired, message: &str) ->
         io.say(&format!("! refused URL elicitation from '{}': scheme not allowed\n", request.server));
         return Elicited::Answer(json!({ "action": "decline" }));
     }
-    let punycode = if host.split('.').any(|label| label.starts_with("xn--")) { "  (an internationalised name: check it)" } else { "" };
+    let punycode = if host.split('.').any(|label| label.starts_with("xn--")) {
+        "  (an internationalised name: check it)"
+    } else {
+        ""
+    };
     io.say(&format!(
         "MCP server '{}' asks you to open a URL: {message}\n  {}   (host: {}){punycode}\n",
         request.server,
@@ -266,7 +280,12 @@ mod tests {
         let mut io = Script { answers: vec!["x", "9", "3", "", "", "a"], said: String::new() };
         match elicit(&mut io, &request(schema)) {
             Elicited::Answer(answer) => {
-                assert_eq!(answer, json!({ "action": "accept", "content": { "n": 3, "color": "green" } }), "{}", io.said)
+                assert_eq!(
+                    answer,
+                    json!({ "action": "accept", "content": { "n": 3, "color": "green" } }),
+                    "{}",
+                    io.said
+                )
             }
             Elicited::Unanswerable => panic!(),
         }
@@ -276,7 +295,12 @@ mod tests {
     #[test]
     fn end_of_input_cancels_and_urls_need_a_safe_scheme() {
         let mut io = Script { answers: vec![], said: String::new() };
-        let Elicited::Answer(answer) = elicit(&mut io, &request(json!({ "type": "object", "properties": { "a": { "type": "string" } }, "required": ["a"] }))) else { panic!() };
+        let Elicited::Answer(answer) = elicit(
+            &mut io,
+            &request(json!({ "type": "object", "properties": { "a": { "type": "string" } }, "required": ["a"] })),
+        ) else {
+            panic!()
+        };
         assert_eq!(answer["action"], "cancel");
         let mut url = request(json!({}));
         url.mode = "url".into();

@@ -38,7 +38,11 @@ pub fn load(path: &Path, workspace: &Path) -> AgentSettings {
                 return settings;
             }
             Err(err) => {
-                settings.issues.push(format!("{} is not valid JSON (line {}); its settings are ignored", path.display(), err.line()));
+                settings.issues.push(format!(
+                    "{} is not valid JSON (line {}); its settings are ignored",
+                    path.display(),
+                    err.line()
+                ));
                 return settings;
             }
         },

@@ -67,9 +67,8 @@ pub fn resolve(
         .ok_or_else(|| {
             ConfigError("no model configured: set NOD_MODEL, pass --model, or set \"model\" in settings.json".into())
         })?;
-    let base_url = nonempty("NOD_BASE_URL")
-        .or_else(|| settings.base_url.clone())
-        .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+    let base_url =
+        nonempty("NOD_BASE_URL").or_else(|| settings.base_url.clone()).unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
     let scheme = url::scheme(&base_url);
     let host = url::host(&base_url);
     let (Some(scheme), Some(host)) = (scheme, host) else {
@@ -80,9 +79,10 @@ pub fn resolve(
     }
     let api_key = match &settings.api_key_env {
         _ if nonempty("NOD_API_KEY").is_some() => nonempty("NOD_API_KEY"),
-        Some(var) => Some(nonempty(var).ok_or_else(|| {
-            ConfigError(format!("api_key_env in settings.json names {var}, which is not set"))
-        })?),
+        Some(var) => Some(
+            nonempty(var)
+                .ok_or_else(|| ConfigError(format!("api_key_env in settings.json names {var}, which is not set")))?,
+        ),
         None => nonempty("OPENAI_API_KEY"),
     };
     if api_key.is_some() && scheme == "http" && !url::is_loopback(&host) {
@@ -90,17 +90,16 @@ pub fn resolve(
             "refusing to send the API key over plain http to another machine; use an https endpoint".into(),
         ));
     }
-    let idle = nonempty("NOD_REQUEST_TIMEOUT_MS")
-        .map(|ms| {
-            ms.trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| ConfigError("NOD_REQUEST_TIMEOUT_MS must be a positive number of milliseconds".into()))
-        })
-        .transpose()?
-        .or(settings.request_timeout_ms)
-        .map_or(IDLE_TIMEOUT, |ms| Duration::from_millis(ms.min(crate::config::MAX_TIMEOUT_MS)));
+    let idle =
+        nonempty("NOD_REQUEST_TIMEOUT_MS")
+            .map(|ms| {
+                ms.trim().parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    ConfigError("NOD_REQUEST_TIMEOUT_MS must be a positive number of milliseconds".into())
+                })
+            })
+            .transpose()?
+            .or(settings.request_timeout_ms)
+            .map_or(IDLE_TIMEOUT, |ms| Duration::from_millis(ms.min(crate::config::MAX_TIMEOUT_MS)));
     Ok(ProviderConfig { base_url, model, api_key, connect_timeout: CONNECT_TIMEOUT, idle_timeout: idle })
 }
 
@@ -128,7 +127,8 @@ mod tests {
     fn missing_or_unsafe_configuration_is_a_clear_error() {
         let none = ModelSettings::default();
         assert!(resolve(None, &none, &env(&[])).unwrap_err().0.contains("no model configured"));
-        let remote_http = env(&[("NOD_MODEL", "m"), ("NOD_BASE_URL", "http://10.0.0.2:11434/v1"), ("NOD_API_KEY", "k")]);
+        let remote_http =
+            env(&[("NOD_MODEL", "m"), ("NOD_BASE_URL", "http://10.0.0.2:11434/v1"), ("NOD_API_KEY", "k")]);
         assert!(resolve(None, &none, &remote_http).unwrap_err().0.contains("plain http"));
         let local = env(&[("NOD_MODEL", "m"), ("NOD_BASE_URL", "http://127.0.0.1:11434/v1"), ("NOD_API_KEY", "k")]);
         assert!(resolve(None, &none, &local).is_ok());

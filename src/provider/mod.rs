@@ -233,9 +233,11 @@ fn body(model: &str, req: &Request<'_>, with_options: bool) -> Value {
         let tools: Vec<Value> = req
             .tools
             .iter()
-            .map(|t| json!({ "type": "function", "function": {
+            .map(|t| {
+                json!({ "type": "function", "function": {
                 "name": t.name, "description": t.description, "parameters": t.parameters,
-            } }))
+            } })
+            })
             .collect();
         body["tools"] = Value::Array(tools);
         body["tool_choice"] = json!(if req.tool_choice_none { "none" } else { "auto" });
@@ -326,7 +328,9 @@ mod tests {
         assert_eq!(body["tool_choice"], "auto");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
         let bare = super::body("m", &Request { messages: &messages, tools: &[], tool_choice_none: false }, false);
-        assert!(bare.get("tools").is_none() && bare.get("tool_choice").is_none() && bare.get("stream_options").is_none());
+        assert!(
+            bare.get("tools").is_none() && bare.get("tool_choice").is_none() && bare.get("stream_options").is_none()
+        );
     }
 
     #[test]

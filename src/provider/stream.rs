@@ -45,13 +45,17 @@ pub(super) fn read(mut resp: Response, on_text: &mut dyn FnMut(&str)) -> Result<
             if data.is_empty() {
                 continue;
             }
-            let chunk: Value = serde_json::from_str(data)
-                .map_err(|_| ProviderError::Stream("a chunk that is not JSON".into()))?;
+            let chunk: Value =
+                serde_json::from_str(data).map_err(|_| ProviderError::Stream("a chunk that is not JSON".into()))?;
             acc.chunk(&chunk, on_text)?;
         }
     }
     // Some servers end the stream without [DONE]; what arrived with a finish reason counts.
-    if acc.finish.is_some() { acc.finish() } else { Err(ProviderError::Stream("the stream ended before the answer did".into())) }
+    if acc.finish.is_some() {
+        acc.finish()
+    } else {
+        Err(ProviderError::Stream("the stream ended before the answer did".into()))
+    }
 }
 
 /// A non-streamed completion.
@@ -59,7 +63,8 @@ fn whole(value: &Value, on_text: &mut dyn FnMut(&str)) -> Result<Completion, Pro
     if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
         return Err(stream_error(error));
     }
-    let choice = value.pointer("/choices/0").ok_or_else(|| ProviderError::Stream("the answer has no choices".into()))?;
+    let choice =
+        value.pointer("/choices/0").ok_or_else(|| ProviderError::Stream("the answer has no choices".into()))?;
     let message = &choice["message"];
     let text = message.get("content").and_then(Value::as_str).unwrap_or("").to_string();
     if !text.is_empty() {
@@ -73,7 +78,11 @@ fn whole(value: &Value, on_text: &mut dyn FnMut(&str)) -> Result<Completion, Pro
                 .iter()
                 .enumerate()
                 .map(|(i, c)| ToolCall {
-                    id: c.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()).map_or_else(|| format!("call_{i}"), str::to_string),
+                    id: c
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                        .map_or_else(|| format!("call_{i}"), str::to_string),
                     name: c.pointer("/function/name").and_then(Value::as_str).unwrap_or("").to_string(),
                     arguments: arguments(c.pointer("/function/arguments")),
                 })
@@ -205,7 +214,9 @@ mod tests {
         let (done, shown) = run(&[
             delta(json!({ "role": "assistant", "content": "Let me " })),
             delta(json!({ "content": "look.", "reasoning_content": "hmm" })),
-            delta(json!({ "tool_calls": [{ "index": 0, "id": "a", "function": { "name": "mcp_x_", "arguments": "" } }] })),
+            delta(
+                json!({ "tool_calls": [{ "index": 0, "id": "a", "function": { "name": "mcp_x_", "arguments": "" } }] }),
+            ),
             delta(json!({ "tool_calls": [{ "index": 1, "function": { "name": "second", "arguments": "{}" } }] })),
             delta(json!({ "tool_calls": [{ "index": 0, "function": { "name": "one", "arguments": "{\"q\":" } }] })),
             delta(json!({ "tool_calls": [{ "index": 0, "function": { "arguments": "1}" } }] })),
@@ -234,7 +245,9 @@ mod tests {
         let filtered = json!({ "choices": [{ "delta": {}, "finish_reason": "content_filter" }] });
         assert!(matches!(acc.chunk(&filtered, &mut |_| {}), Err(ProviderError::ContentFilter)));
         let error = json!({ "error": { "message": "overloaded" } });
-        assert!(matches!(Accumulator::default().chunk(&error, &mut |_| {}), Err(ProviderError::Stream(m)) if m == "overloaded"));
+        assert!(
+            matches!(Accumulator::default().chunk(&error, &mut |_| {}), Err(ProviderError::Stream(m)) if m == "overloaded")
+        );
     }
 
     #[test]

@@ -269,7 +269,15 @@ impl Session {
         let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } });
         if let Err(why) = admit() {
             let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));
-            return Call { pending, method: method::TOOLS_CALL, params: None, timeout: self.operation_timeout, progress: None, group, replayed: true };
+            return Call {
+                pending,
+                method: method::TOOLS_CALL,
+                params: None,
+                timeout: self.operation_timeout,
+                progress: None,
+                group,
+                replayed: true,
+            };
         }
         self.launch(method::TOOLS_CALL, Some(params.to_string()), self.operation_timeout, Some(token), group)
     }

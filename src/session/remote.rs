@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-
 use super::Access;
 use crate::config::RemoteConfig;
 use crate::oauth::{OAuth, discovery, store};

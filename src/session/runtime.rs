@@ -53,7 +53,12 @@ pub struct Runtime {
 
 impl Runtime {
     /// A runtime over `configs`; nothing starts yet.
-    pub fn new(engine: Engine, configs: Vec<ServerConfig>, handler: Arc<dyn InboundHandler>, access: Access) -> Runtime {
+    pub fn new(
+        engine: Engine,
+        configs: Vec<ServerConfig>,
+        handler: Arc<dyn InboundHandler>,
+        access: Access,
+    ) -> Runtime {
         let mut servers: Vec<Server> = configs
             .into_iter()
             .map(|config| {
@@ -93,8 +98,7 @@ impl Runtime {
     }
 
     fn start(&self, which: impl Fn(&Server) -> bool + Sync) -> Vec<(String, String)> {
-        let idle: Vec<&Server> =
-            self.servers.iter().filter(|s| which(s) && lock(&s.state).0 == State::Idle).collect();
+        let idle: Vec<&Server> = self.servers.iter().filter(|s| which(s) && lock(&s.state).0 == State::Idle).collect();
         std::thread::scope(|scope| {
             for server in &idle {
                 scope.spawn(|| {

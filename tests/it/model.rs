@@ -32,7 +32,6 @@ pub enum Step {
 
 pub struct Model {
     fx: Fixture,
-    script: Arc<Mutex<VecDeque<Step>>>,
 }
 
 impl Model {
@@ -51,7 +50,7 @@ impl Model {
                 None => Reply::json(&json!({ "error": { "message": "the test script is exhausted" } })).code(500),
             }
         });
-        Model { fx, script }
+        Model { fx }
     }
 
     /// The base URL to give as NOD_BASE_URL.
@@ -67,10 +66,6 @@ impl Model {
     /// Every chat request, headers included.
     pub fn raw_requests(&self) -> Vec<Request> {
         self.fx.requests().into_iter().filter(|r| r.path.ends_with("/chat/completions")).collect()
-    }
-
-    pub fn left(&self) -> usize {
-        self.script.lock().unwrap().len()
     }
 }
 
@@ -91,7 +86,9 @@ pub fn tool_messages(request: &Value) -> Vec<(String, String)> {
         .into_iter()
         .flatten()
         .filter(|m| m["role"] == "tool")
-        .map(|m| (m["tool_call_id"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string()))
+        .map(|m| {
+            (m["tool_call_id"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string())
+        })
         .collect()
 }
 

@@ -113,6 +113,17 @@ impl Cmd {
             .stdin(Stdio::from(slave.try_clone().unwrap()))
             .stdout(Stdio::from(slave.try_clone().unwrap()))
             .stderr(Stdio::from(slave));
+        // The terminal becomes nod's controlling terminal (a session of its own), as in a
+        // login shell: /dev/tty opens, and ^C typed on it is SIGINT to nod.
+        // SAFETY: setsid and ioctl are async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let started = Instant::now();
         let child = command.spawn().expect("start nod");
         // The parent's copies of the terminal's slave side close here, so the master reads
