@@ -1,6 +1,7 @@
 //! nod's overhead against a minimal raw client and against the official Rust MCP SDK (rmcp),
 //! all three talking to the same minimal, fast stdio echo server. Run with
-//! `cargo bench --bench overhead`; `NOD_BENCH_QUICK=1` does one repetition of everything.
+//! `cargo bench --bench overhead`; `NOD_BENCH_QUICK=1` does one repetition of everything;
+//! `cargo bench --bench overhead -- agent` measures the agent instead (see `agent.rs`).
 //!
 //! This one binary plays four parts: the harness (no flag), the server (`--server`, see
 //! `server.rs`), the raw client (`--raw`, see `raw.rs`) and two helpers: `--noop`, the trivial
@@ -15,6 +16,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod agent;
 mod measure;
 mod raw;
 mod server;
@@ -45,6 +47,9 @@ fn main() {
     let quick = std::env::var_os("NOD_BENCH_QUICK").is_some();
     let reps = |n: usize| if quick { 1 } else { n };
     let bench = Bench::new(rmcp_client());
+    if args.iter().any(|a| a == "agent") {
+        return agent::run(&bench, quick);
+    }
     let mut rows = Vec::new();
 
     bench.write_profile(&[("fast", &[])]);

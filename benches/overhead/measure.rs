@@ -20,6 +20,15 @@ pub enum Mode {
 
 pub const MODES: [Mode; 2] = [Mode::Pinned, Mode::Free];
 
+impl Mode {
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Pinned => "pinned",
+            Mode::Free => "free",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Client {
     Nod,
@@ -126,11 +135,20 @@ impl Bench {
     /// Writes NOD_HOME's profile: one stdio server entry per name, each the bench's server with
     /// the given flags.
     pub fn write_profile(&self, servers: &[(&str, &[&str])]) {
+        self.write_json_profile(&self.profile_json(servers));
+    }
+
+    /// The profile `write_profile` writes.
+    pub fn profile_json(&self, servers: &[(&str, &[&str])]) -> Value {
         let mut map = serde_json::Map::new();
         for (name, flags) in servers {
             map.insert(name.to_string(), json!({ "command": self.server_argv(flags) }));
         }
-        self.write_json_profile(&json!({ "mcp": map }));
+        json!({ "mcp": map })
+    }
+
+    pub fn write_settings(&self, settings: &Value) {
+        std::fs::write(self.home.path().join("settings.json"), settings.to_string()).expect("write the settings");
     }
 
     pub fn write_json_profile(&self, profile: &Value) {
@@ -220,7 +238,8 @@ impl Bench {
         elapsed
     }
 
-    fn command(&self, argv: &[String], mode: Mode) -> Command {
+    /// `argv` with NOD_HOME and the working directory set, pinned or free.
+    pub fn command(&self, argv: &[String], mode: Mode) -> Command {
         let mut command = command(argv, mode);
         command.env("NOD_HOME", self.home.path()).current_dir(self.home.path());
         command
@@ -230,17 +249,20 @@ impl Bench {
     /// probe process.
     pub fn peak_rss(&self, client: Client, workload: &Workload, runs: usize) -> Option<i64> {
         let argv = self.argv(workload, client)?;
-        let probe = |_| {
-            let out = self
-                .command(&[self.exe.clone(), "--rss".to_string()], Mode::Free)
-                .args(&argv)
-                .stdin(Stdio::null())
-                .output()
-                .expect("run the RSS probe");
-            assert!(out.status.success(), "the RSS probe of {argv:?} failed");
-            String::from_utf8_lossy(&out.stdout).trim().parse::<i64>().expect("the probe's output")
-        };
-        (0..runs).map(probe).max()
+        (0..runs).map(|_| self.rss(&argv, &[])).max()
+    }
+
+    /// The peak RSS in KiB of one run of `argv` with `env` added, read by a fresh probe.
+    pub fn rss(&self, argv: &[String], env: &[(&str, String)]) -> i64 {
+        let out = self
+            .command(&[self.exe.clone(), "--rss".to_string()], Mode::Free)
+            .args(argv)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the RSS probe");
+        assert!(out.status.success(), "the RSS probe of {argv:?} failed");
+        String::from_utf8_lossy(&out.stdout).trim().parse::<i64>().expect("the probe's output")
     }
 }
 

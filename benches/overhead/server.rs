@@ -5,7 +5,9 @@
 //! `{tools: {}}`), `ping`, `tools/list` (N tools, default 10: `echo`, `big` and fillers `t0`...;
 //! pages of P when asked, the cursor being the decimal offset of the next page) and `tools/call`
 //! for `echo` (`{"message": ...}` back as text) and `big` (`{"bytes": N}`: N bytes of 'x' as
-//! text). Notifications are ignored.
+//! text). Notifications are ignored. `--rich` gives the fillers varied names, descriptions and
+//! properties (`search_issue_7`: "Search an issue in the billing service...") so a search has
+//! something to rank.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 
@@ -16,16 +18,18 @@ const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-
 pub fn run(args: &[String]) {
     let mut n_tools = 10;
     let mut page_size = None;
+    let mut rich = false;
     let mut flags = args.iter();
     while let Some(flag) = flags.next() {
         let mut number = || flags.next().and_then(|n| n.parse::<usize>().ok()).expect("a number after the flag");
         match flag.as_str() {
             "--tools" => n_tools = number(),
             "--page-size" => page_size = Some(number().max(1)),
+            "--rich" => rich = true,
             other => panic!("unknown server flag {other}"),
         }
     }
-    let tools = tools(n_tools);
+    let tools = tools(n_tools, rich);
     let mut input = BufReader::with_capacity(1 << 16, std::io::stdin().lock());
     let mut output = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut line = String::new();
@@ -75,7 +79,7 @@ fn initialize(params: &Value) -> Value {
     })
 }
 
-fn tools(n_tools: usize) -> Vec<Value> {
+fn tools(n_tools: usize, rich: bool) -> Vec<Value> {
     let echo = json!({
         "name": "echo",
         "description": "Returns its message",
@@ -86,10 +90,47 @@ fn tools(n_tools: usize) -> Vec<Value> {
         "description": "Returns a text block of the given size",
         "inputSchema": { "type": "object", "properties": { "bytes": { "type": "integer" } } },
     });
-    let fillers = (0..).map(
-        |i| json!({ "name": format!("t{i}"), "description": "Does nothing", "inputSchema": { "type": "object" } }),
-    );
+    let fillers = (0..).map(move |i| {
+        if rich {
+            rich_tool(i)
+        } else {
+            json!({ "name": format!("t{i}"), "description": "Does nothing", "inputSchema": { "type": "object" } })
+        }
+    });
     [echo, big].into_iter().chain(fillers).take(n_tools).collect()
+}
+
+const VERBS: [&str; 12] =
+    ["read", "write", "list", "search", "create", "delete", "update", "get", "send", "fetch", "archive", "sync"];
+const NOUNS: [&str; 16] = [
+    "file", "issue", "page", "message", "user", "record", "branch", "event", "invoice", "ticket", "channel",
+    "document", "commit", "order", "report", "calendar",
+];
+const PLACES: [&str; 8] = ["billing", "support", "storage", "chat", "wiki", "build", "sales", "mail"];
+const FIELDS: [&str; 8] = ["title", "owner", "status", "labels", "created date", "size", "summary", "link"];
+
+/// A filler that reads like a real tool: `{verb}_{noun}_{i}` with a sentence or two and a few
+/// properties, all picked from `i`.
+fn rich_tool(i: usize) -> Value {
+    let pick = |list: &[&'static str], salt: usize| list[(i / salt + i * salt) % list.len()];
+    let (verb, noun, place) = (pick(&VERBS, 1), pick(&NOUNS, 3), pick(&PLACES, 7));
+    let description = format!(
+        "{}{} a {noun} in the {place} service. Returns the {noun} with its {} and {}; \
+         fails when the {noun} does not exist or access is denied.",
+        verb[..1].to_ascii_uppercase(),
+        &verb[1..],
+        pick(&FIELDS, 5),
+        pick(&FIELDS, 11),
+    );
+    json!({
+        "name": format!("{verb}_{noun}_{i}"),
+        "description": description,
+        "inputSchema": { "type": "object", "properties": {
+            format!("{noun}_id"): { "type": "string", "description": format!("The {noun}'s identifier") },
+            "query": { "type": "string" },
+            "limit": { "type": "integer", "minimum": 1 },
+        }, "required": [format!("{noun}_id")] },
+    })
 }
 
 fn list(tools: &[Value], page_size: Option<usize>, params: &Value) -> Result<Value, (i64, &'static str)> {

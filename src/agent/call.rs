@@ -154,7 +154,8 @@ impl Agent {
         }
     }
 
-    /// Optional servers start on the first use of MCP; their failures become notices.
+    /// Optional servers start on the first use of MCP; their failures become notices. Their
+    /// tools are indexed as they come up.
     fn start_servers(&mut self, surface: &mut dyn Surface) {
         if !self.runtime.has_idle() {
             return;
@@ -162,6 +163,7 @@ impl Agent {
         for (server, why) in self.runtime.start_all() {
             surface.notice(Level::Warning, &format!("MCP server {server} is not available: {why}"));
         }
+        self.index_tools();
     }
 
     /// The permission decision, asking when needed. `Ok(approved)`: go on (`approved` says a

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::limits::Limits;
 use super::names::Aliases;
+use super::search::{self, Fields, Text};
 use super::text::cut;
 use crate::provider::ToolSpec;
 use crate::session::catalog::{self, Kind};
@@ -59,6 +60,51 @@ impl Entry {
 pub struct Catalog {
     pub aliases: Aliases,
     pub selected: Vec<String>,
+    /// Per ready server with tools, in server-name order: its listing indexed for search.
+    index: Vec<ServerIndex>,
+}
+
+/// One server's listing, indexed: kept while the session's cached listing is the same one
+/// (a `list_changed` or a restart brings a new listing, and the index is built again).
+struct ServerIndex {
+    server: String,
+    listing: Arc<catalog::Listing>,
+    /// The bounded, sanitized instructions, and the bound they were cut at.
+    instructions: String,
+    instructions_limit: usize,
+    /// The usable tools (no unusable schema, no required task), in list order, and their
+    /// searchable text.
+    tools: Vec<Indexed>,
+    text: Text,
+    /// Positions in `tools`, ordered by tool name.
+    by_name: Vec<u32>,
+}
+
+struct Indexed {
+    alias: String,
+    /// Position in `listing.items`.
+    item: usize,
+    fields: Fields,
+}
+
+impl ServerIndex {
+    fn name(&self, tool: &Indexed) -> &str {
+        self.listing.items[tool.item].get("name").and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn find(&self, name: &str) -> Option<&Indexed> {
+        let at = self.by_name.binary_search_by(|&t| self.name(&self.tools[t as usize]).cmp(name)).ok()?;
+        Some(&self.tools[self.by_name[at] as usize])
+    }
+
+    fn entry(&self, tool: &Indexed) -> Entry {
+        Entry {
+            alias: tool.alias.clone(),
+            server: self.server.clone(),
+            tool: self.listing.items[tool.item].clone(),
+            instructions: self.instructions.clone(),
+        }
+    }
 }
 
 /// The built-in tools' names, which no alias may take.
@@ -66,66 +112,128 @@ pub const BUILTINS: [&str; 4] = ["capability_search", "mcp_select_tool", "mcp_re
 
 impl Default for Catalog {
     fn default() -> Catalog {
-        Catalog { aliases: Aliases::new(&BUILTINS), selected: Vec::new() }
+        Catalog { aliases: Aliases::new(&BUILTINS), selected: Vec::new(), index: Vec::new() }
     }
 }
 
+/// The result of a search: how many tools matched, and the best of them in rank order.
+pub struct Found {
+    pub total: usize,
+    pub best: Vec<Entry>,
+}
+
 impl Catalog {
-    /// Every usable tool of every ready server, in alias order of assignment. Tools with a
-    /// schema nod cannot use or that require tasks are left out; so are tools `hidden`
-    /// says to hide (denied by a rule).
-    pub fn entries(&mut self, runtime: &Runtime, limits: &Limits, hidden: &dyn Fn(&str) -> bool) -> Vec<Entry> {
-        let mut out = Vec::new();
-        for server in runtime.ready() {
-            let Ok(session) = runtime.session(&server) else { continue };
-            if !session.has("tools") {
-                continue;
+    /// Brings the index up to date with the ready servers: new or changed listings are indexed
+    /// (aliases assigned in a fixed order: servers by name, tools in list order), servers no
+    /// longer ready are dropped.
+    pub fn refresh(&mut self, runtime: &Runtime, limits: &Limits) {
+        let ready = runtime.ready();
+        self.index.retain(|i| ready.contains(&i.server));
+        for server in &ready {
+            self.refresh_server(runtime, limits, server);
+        }
+    }
+
+    /// Indexes `server` again if its listing changed; returns its position in the index.
+    fn refresh_server(&mut self, runtime: &Runtime, limits: &Limits, server: &str) -> Option<usize> {
+        let at = self.index.binary_search_by(|i| i.server.as_str().cmp(server));
+        let session = runtime.session(server).ok().filter(|s| s.has("tools"));
+        let listing = session.as_ref().and_then(|session| match catalog::list(session, Kind::Tools) {
+            Ok(listing) => Some(listing),
+            Err(err) => {
+                log::warn!("{err:#}");
+                None
             }
-            let listing = match catalog::list(&session, Kind::Tools) {
-                Ok(listing) => listing,
-                Err(err) => {
-                    log::warn!("{err:#}");
-                    continue;
-                }
-            };
-            let instructions = session.instructions.as_deref().map(|i| cut(i, limits.server_instructions).to_string());
-            let instructions = instructions.map(|i| super::text::sanitize(&i)).unwrap_or_default();
-            for tool in listing.items.iter() {
-                let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
-                if listing.unusable(name).is_some() || catalog::requires_task(tool) {
-                    continue;
-                }
-                let alias = self.aliases.alias(&server, name);
-                if hidden(&alias) {
-                    continue;
-                }
-                out.push(Entry {
-                    alias,
-                    server: server.clone(),
-                    tool: tool.clone(),
-                    instructions: instructions.clone(),
-                });
+        });
+        let (Some(session), Some(listing)) = (session, listing) else {
+            if let Ok(at) = at {
+                self.index.remove(at);
+            }
+            return None;
+        };
+        if let Ok(at) = at {
+            let current = &self.index[at];
+            if Arc::ptr_eq(&current.listing, &listing) && current.instructions_limit == limits.server_instructions {
+                return Some(at);
             }
         }
-        out
+        let instructions = session.instructions.as_deref().map(|i| cut(i, limits.server_instructions));
+        let instructions = instructions.map(super::text::sanitize).unwrap_or_default();
+        let mut tools = Vec::with_capacity(listing.items.len());
+        let mut text = Text::default();
+        for (item, tool) in listing.items.iter().enumerate() {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+            if listing.unusable(name).is_some() || catalog::requires_task(tool) {
+                continue;
+            }
+            let alias = self.aliases.alias(server, name);
+            let fields = text.add(&alias, server, tool);
+            tools.push(Indexed { alias, item, fields });
+        }
+        let mut index = ServerIndex {
+            server: server.to_string(),
+            listing,
+            instructions,
+            instructions_limit: limits.server_instructions,
+            tools,
+            text,
+            by_name: Vec::new(),
+        };
+        let names: Vec<&str> = index.tools.iter().map(|t| index.name(t)).collect();
+        let mut by_name: Vec<u32> = (0..names.len() as u32).collect();
+        by_name.sort_unstable_by(|&a, &b| names[a as usize].cmp(names[b as usize]));
+        index.by_name = by_name;
+        Some(match at {
+            Ok(at) => {
+                self.index[at] = index;
+                at
+            }
+            Err(at) => {
+                self.index.insert(at, index);
+                at
+            }
+        })
+    }
+
+    /// Ranks every usable tool of the ready servers (or of `server`) for `tokens`; `hidden`
+    /// says which aliases to leave out (denied by a rule). Returns the count and the best
+    /// `keep`.
+    pub fn search(
+        &mut self,
+        runtime: &Runtime,
+        limits: &Limits,
+        hidden: &dyn Fn(&str) -> bool,
+        tokens: &[String],
+        server: Option<&str>,
+        keep: usize,
+    ) -> Found {
+        self.refresh(runtime, limits);
+        let mut matches: Vec<(u32, &str, (usize, usize))> = Vec::new();
+        for (s, index) in self.index.iter().enumerate() {
+            if server.is_some_and(|name| name != index.server) {
+                continue;
+            }
+            let hits = search::instruction_hits(tokens, &index.instructions);
+            for (t, tool) in index.tools.iter().enumerate() {
+                let score = search::score(tokens, &index.text, &tool.fields, &hits);
+                if score > 0 && !hidden(&tool.alias) {
+                    matches.push((score, &tool.alias, (s, t)));
+                }
+            }
+        }
+        search::rank(&mut matches);
+        let best = matches.iter().take(keep).map(|(_, _, (s, t))| self.index[*s].entry(&self.index[*s].tools[*t]));
+        Found { total: matches.len(), best: best.collect() }
     }
 
     /// The entry behind an alias, if its server is ready and still lists the tool.
     pub fn lookup(&mut self, runtime: &Runtime, limits: &Limits, alias: &str) -> Option<Entry> {
         let identity = self.aliases.resolve(alias)?.clone();
-        let session = runtime.session(&identity.server).ok()?;
-        let listing: Arc<catalog::Listing> = catalog::list(&session, Kind::Tools).ok()?;
-        let tool = listing.find(&identity.tool)?.clone();
-        if listing.unusable(&identity.tool).is_some() || catalog::requires_task(&tool) {
-            return None;
-        }
-        let instructions = session.instructions.as_deref().map(|i| cut(i, limits.server_instructions).to_string());
-        Some(Entry {
-            alias: alias.to_string(),
-            server: identity.server,
-            tool,
-            instructions: instructions.map(|i| super::text::sanitize(&i)).unwrap_or_default(),
-        })
+        let at = self.refresh_server(runtime, limits, &identity.server)?;
+        let index = &self.index[at];
+        let tool = index.find(&identity.tool)?;
+        // A tool of the same name that came back after a change keeps its alias.
+        (tool.alias == alias).then(|| index.entry(tool))
     }
 
     pub fn select(&mut self, alias: &str) {

@@ -182,10 +182,25 @@ impl Agent {
         &self.runtime
     }
 
-    /// A fresh conversation: history, selections and session grants are forgotten.
+    /// Runs `capability_search` as the model would (the same ranking, bounds and auto-load);
+    /// returns the document the model would see. For front ends and the benchmark.
+    pub fn search(&mut self, query: &str, server: Option<&str>) -> String {
+        let policy = self.policy.clone();
+        let hidden = move |alias: &str| policy.always_denied(alias);
+        tools::capability_search(&mut self.catalog, &self.runtime, &self.limits, &hidden, query, server).0.content
+    }
+
+    /// Indexes the tools of the ready servers for search (each listing once, and again when
+    /// it changes). Done as servers start, so a search only ranks.
+    pub fn index_tools(&mut self) {
+        self.catalog.refresh(&self.runtime, &self.limits);
+    }
+
+    /// A fresh conversation: history, selections and session grants are forgotten (the tool
+    /// index and its aliases stay: they follow the servers, not the conversation).
     pub fn reset(&mut self) {
         self.history.clear();
-        self.catalog = Catalog::default();
+        self.catalog.selected.clear();
         self.policy.clear_grants();
     }
 }

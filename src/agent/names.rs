@@ -21,7 +21,8 @@ pub struct Identity {
 #[derive(Debug, Default, Clone)]
 pub struct Aliases {
     by_alias: HashMap<String, Identity>,
-    by_identity: HashMap<Identity, String>,
+    /// server → tool → alias (nested, so a lookup allocates nothing).
+    by_identity: HashMap<String, HashMap<String, String>>,
     reserved: Vec<String>,
 }
 
@@ -32,11 +33,14 @@ impl Aliases {
 
     /// The alias of `identity`, assigning one on first sight.
     pub fn alias(&mut self, server: &str, tool: &str) -> String {
-        let identity = Identity { server: server.to_string(), tool: tool.to_string() };
-        if let Some(alias) = self.by_identity.get(&identity) {
-            return alias.clone();
+        if let Some(alias) = self.existing(server, tool) {
+            return alias.to_string();
         }
-        let base = format!("mcp_{}_{}", sanitize(server, "server"), sanitize(tool, "tool"));
+        let mut base = String::with_capacity(6 + server.len() + tool.len());
+        base.push_str("mcp_");
+        sanitize_into(&mut base, server, "server");
+        base.push('_');
+        sanitize_into(&mut base, tool, "tool");
         let free = |name: &str, table: &Aliases| {
             !table.by_alias.contains_key(name) && !table.reserved.iter().any(|r| r == name)
         };
@@ -57,8 +61,13 @@ impl Aliases {
                     .expect("an unbounded search finds a free name")
             }
         };
-        self.by_alias.insert(alias.clone(), identity.clone());
-        self.by_identity.insert(identity, alias.clone());
+        let identity = Identity { server: server.to_string(), tool: tool.to_string() };
+        self.by_alias.insert(alias.clone(), identity);
+        if let Some(tools) = self.by_identity.get_mut(server) {
+            tools.insert(tool.to_string(), alias.clone());
+        } else {
+            self.by_identity.insert(server.to_string(), HashMap::from([(tool.to_string(), alias.clone())]));
+        }
         alias
     }
 
@@ -69,16 +78,17 @@ impl Aliases {
 
     /// The alias already given to an identity, if any.
     pub fn existing(&self, server: &str, tool: &str) -> Option<&str> {
-        self.by_identity.get(&Identity { server: server.into(), tool: tool.into() }).map(String::as_str)
+        self.by_identity.get(server)?.get(tool).map(String::as_str)
     }
 }
 
-/// Each character outside `[A-Za-z0-9_-]` becomes `_`; empty becomes `fallback`.
-fn sanitize(text: &str, fallback: &str) -> String {
+/// Appends `text` with each character outside `[A-Za-z0-9_-]` as `_`; empty appends
+/// `fallback`.
+fn sanitize_into(out: &mut String, text: &str, fallback: &str) {
     if text.is_empty() {
-        return fallback.to_string();
+        out.push_str(fallback);
     }
-    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+    out.extend(text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }));
 }
 
 fn head(text: &str, max: usize) -> &str {

@@ -7,12 +7,46 @@
 
 use serde_json::Value;
 
-/// A tool that may be found.
-pub struct Candidate<'a> {
-    pub alias: &'a str,
-    pub server: &'a str,
-    pub tool: &'a Value,
-    pub instructions: &'a str,
+/// Where a tool's searchable text lies in its server's `Text`: its alias, name, title and
+/// server; its description; its top-level input property names; all lowercased once when the
+/// server's listing is indexed. Tokens are alphanumeric, so the spaces and newlines between
+/// the parts never join two of them into a match.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fields {
+    names: (u32, u32),
+    description: (u32, u32),
+    properties: (u32, u32),
+}
+
+/// The searchable text of one server's tools, in one buffer.
+#[derive(Debug, Default)]
+pub struct Text(String);
+
+impl Text {
+    /// Appends `tool`'s text; returns where it lies.
+    pub fn add(&mut self, alias: &str, server: &str, tool: &Value) -> Fields {
+        let text = |key: &str| tool.get(key).and_then(Value::as_str).unwrap_or("");
+        let buf = &mut self.0;
+        let part = |buf: &mut String, pieces: &mut dyn Iterator<Item = &str>| {
+            let start = buf.len();
+            for piece in pieces {
+                buf.push_str(piece);
+                buf.push(' ');
+            }
+            buf[start..].make_ascii_lowercase();
+            buf.push('\n');
+            (start as u32, (buf.len() - 1) as u32)
+        };
+        let names = part(buf, &mut [alias, text("name"), text("title"), server].into_iter());
+        let description = part(buf, &mut std::iter::once(text("description")));
+        let keys = tool.get("inputSchema").and_then(|s| s.get("properties")).and_then(Value::as_object);
+        let properties = part(buf, &mut keys.into_iter().flat_map(|k| k.keys().map(String::as_str)));
+        Fields { names, description, properties }
+    }
+
+    fn get(&self, (start, end): (u32, u32)) -> &str {
+        self.0.get(start as usize..end as usize).unwrap_or("")
+    }
 }
 
 /// The query's tokens.
@@ -27,26 +61,24 @@ pub fn tokens(query: &str) -> Vec<String> {
     out
 }
 
-/// A tool's score for the query's tokens.
-pub fn score(tokens: &[String], candidate: &Candidate<'_>) -> u32 {
-    let text = |key: &str| candidate.tool.get(key).and_then(Value::as_str).unwrap_or("");
-    let names =
-        format!("{} {} {} {}", candidate.alias, text("name"), text("title"), candidate.server).to_ascii_lowercase();
-    let description = text("description").to_ascii_lowercase();
-    let properties = candidate
-        .tool
-        .pointer("/inputSchema/properties")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().cloned().collect::<Vec<_>>().join(" ").to_ascii_lowercase())
-        .unwrap_or_default();
-    let instructions = candidate.instructions.to_ascii_lowercase();
+/// Which of `tokens` a server's instructions contain (the same for each of its tools).
+pub fn instruction_hits(tokens: &[String], instructions: &str) -> Vec<bool> {
+    let lower = instructions.to_ascii_lowercase();
+    tokens.iter().map(|t| lower.contains(t.as_str())).collect()
+}
+
+/// A tool's score for the query's tokens; `instructions` is `instruction_hits` of its server.
+pub fn score(tokens: &[String], text: &Text, fields: &Fields, instructions: &[bool]) -> u32 {
+    let (names, description, properties) =
+        (text.get(fields.names), text.get(fields.description), text.get(fields.properties));
     tokens
         .iter()
-        .map(|t| {
+        .zip(instructions)
+        .map(|(t, in_instructions)| {
             3 * u32::from(names.contains(t.as_str()))
                 + 2 * u32::from(description.contains(t.as_str()))
                 + u32::from(properties.contains(t.as_str()))
-                + u32::from(instructions.contains(t.as_str()))
+                + u32::from(*in_instructions)
         })
         .sum()
 }
@@ -62,15 +94,9 @@ pub fn resource_score(tokens: &[String], resource: &Value) -> u32 {
         .sum()
 }
 
-/// Ranks candidates: best first, ties by alias (bytes). Returns (index, score) of every
-/// candidate that scored.
-pub fn rank(tokens: &[String], candidates: &[Candidate<'_>]) -> Vec<(usize, u32)> {
-    let mut scored: Vec<(usize, u32)> =
-        candidates.iter().enumerate().map(|(i, c)| (i, score(tokens, c))).filter(|(_, s)| *s > 0).collect();
-    scored.sort_by(|a, b| {
-        b.1.cmp(&a.1).then_with(|| candidates[a.0].alias.as_bytes().cmp(candidates[b.0].alias.as_bytes()))
-    });
-    scored
+/// Orders scored matches best first, ties by alias (bytes).
+pub fn rank<T>(matches: &mut [(u32, &str, T)]) {
+    matches.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.as_bytes().cmp(b.1.as_bytes())));
 }
 
 /// Whether `query` names `server` as a whole word (`[A-Za-z0-9_-]` word characters).
@@ -96,24 +122,38 @@ mod tests {
         let search = json!({ "name": "search", "description": "Find documents", "inputSchema": { "properties": { "query": {} } } });
         let fetch = json!({ "name": "fetch", "description": "Fetch a page of documents by query" });
         let other = json!({ "name": "zzz", "description": "unrelated" });
-        let candidates = [
-            Candidate { alias: "mcp_docs_search", server: "docs", tool: &search, instructions: "" },
-            Candidate { alias: "mcp_web_fetch", server: "web", tool: &fetch, instructions: "" },
-            Candidate { alias: "mcp_x_zzz", server: "x", tool: &other, instructions: "use for documents" },
-        ];
         let t = tokens("search documents query");
-        // search: name 3 + description 2 (documents) + property 1 (query) = 6.
-        assert_eq!(score(&t, &candidates[0]), 6);
-        // fetch: description has documents and query: 2 + 2.
-        assert_eq!(score(&t, &candidates[1]), 4);
-        assert_eq!(score(&t, &candidates[2]), 1);
-        assert_eq!(rank(&t, &candidates), [(0, 6), (1, 4), (2, 1)]);
-        let tie = [
-            Candidate { alias: "mcp_b_t", server: "b", tool: &other, instructions: "" },
-            Candidate { alias: "mcp_a_t", server: "a", tool: &other, instructions: "" },
+        let none = [false; 3];
+        let mut text = Text::default();
+        let fields = [
+            text.add("mcp_docs_search", "docs", &search),
+            text.add("mcp_web_fetch", "web", &fetch),
+            text.add("mcp_x_zzz", "x", &other),
         ];
-        assert_eq!(rank(&tokens("unrelated"), &tie), [(1, 2), (0, 2)]);
-        assert!(rank(&tokens("??"), &candidates).is_empty());
+        // search: name 3 + description 2 (documents) + property 1 (query) = 6.
+        assert_eq!(score(&t, &text, &fields[0], &none), 6);
+        // fetch: description has documents and query: 2 + 2.
+        assert_eq!(score(&t, &text, &fields[1], &none), 4);
+        // Only the server's instructions mention documents.
+        let hits = instruction_hits(&t, "Use for DOCUMENTS");
+        assert_eq!(hits, [false, true, false]);
+        assert_eq!(score(&t, &text, &fields[2], &hits), 1);
+        let mut matches = vec![(2, "mcp_b_t", 0), (6, "mcp_z", 1), (2, "mcp_a_t", 2)];
+        rank(&mut matches);
+        assert_eq!(matches, [(6, "mcp_z", 1), (2, "mcp_a_t", 2), (2, "mcp_b_t", 0)]);
+        assert_eq!(score(&tokens("??"), &text, &fields[0], &[]), 0);
+    }
+
+    #[test]
+    fn a_match_never_spans_two_fields() {
+        let tool =
+            json!({ "name": "ab", "description": "Gh", "inputSchema": { "properties": { "cd": {}, "ef": {} } } });
+        let mut text = Text::default();
+        let fields = text.add("mcp_s_ab", "s", &tool);
+        assert_eq!(score(&tokens("cd ef"), &text, &fields, &[false, false]), 2);
+        assert_eq!(score(&tokens("cdef"), &text, &fields, &[false]), 0);
+        assert_eq!(score(&tokens("ghcd"), &text, &fields, &[false]), 0);
+        assert_eq!(score(&tokens("GH"), &text, &fields, &[false]), 2);
     }
 
     #[test]

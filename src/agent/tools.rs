@@ -106,15 +106,9 @@ pub fn capability_search(
         return (Outcome::ok(doc.to_string()), None);
     }
     let tokens = search::tokens(query);
-    let entries: Vec<Entry> =
-        catalog.entries(runtime, limits, hidden).into_iter().filter(|e| server.is_none_or(|s| e.server == s)).collect();
-    let candidates: Vec<search::Candidate<'_>> = entries
-        .iter()
-        .map(|e| search::Candidate { alias: &e.alias, server: &e.server, tool: &e.tool, instructions: &e.instructions })
-        .collect();
-    let ranked = search::rank(&tokens, &candidates);
-    let total = ranked.len();
-    let mut shown: Vec<&Entry> = ranked.iter().take(MAX_MATCHES).map(|(i, _)| &entries[*i]).collect();
+    let found = catalog.search(runtime, limits, hidden, &tokens, server, MAX_MATCHES);
+    let total = found.total;
+    let mut shown: Vec<&Entry> = found.best.iter().collect();
     let tool_json = |e: &Entry| {
         json!({ "name": e.alias, "server": e.server, "description": text::cut(
         &text::sanitize(e.tool.get("description").and_then(Value::as_str).unwrap_or("")), limits.description) })
@@ -203,7 +197,7 @@ pub fn select(catalog: &mut Catalog, runtime: &Runtime, limits: &Limits, name: &
     }
     if catalog.aliases.resolve(name).is_none() {
         // Aliases are assigned when catalogs are read: read them before refusing.
-        catalog.entries(runtime, limits, &|_| false);
+        catalog.refresh(runtime, limits);
     }
     if catalog.aliases.resolve(name).is_none() {
         return Outcome::failed(TOOL, &format!("Unknown MCP tool: {name}"));

@@ -92,7 +92,7 @@ impl Listing {
 /// Whether a tool requires MCP Tasks (`execution.taskSupport: "required"`), which nod does
 /// not implement: it is listed, marked, and never called.
 pub fn requires_task(tool: &Value) -> bool {
-    tool.pointer("/execution/taskSupport").and_then(Value::as_str) == Some("required")
+    tool.get("execution").and_then(|e| e.get("taskSupport")).and_then(Value::as_str) == Some("required")
 }
 
 #[derive(Default)]

@@ -1,0 +1,315 @@
+//! The agent's own costs (`cargo bench --bench overhead -- agent`):
+//!
+//! - **capability_search over 10,000 tools on 50 servers**, in process: 50 bench servers with
+//!   200 `--rich` tools each, started through nod's runtime; then the same search the model
+//!   runs (ranking, the 16 KiB bound, schema auto-load), after the agent has indexed the tools
+//!   (as it does when servers start); the indexing is timed on its own.
+//! - **The agent's cost per tool step**: `nod ask` against a fake Chat Completions endpoint in
+//!   this process that answers 200 steps, each one echo call to the bench server. A step's cost
+//!   is the time from the endpoint's last byte of an answer to the last byte of the next
+//!   request: nod parses the stream, checks permissions, makes the MCP call (a round trip to
+//!   the minimal server, counted against nod rather than subtracted), wraps the result and
+//!   sends the whole history back.
+//! - **Peak RSS of `nod ask` with 1000 tools** (20 servers of 50): a search, a call, an answer.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::measure::{Bench, MODES, Mode};
+
+/// What the fake endpoint answers to a request that carries `k` tool results.
+type Script = dyn Fn(usize) -> Answer + Send + Sync;
+
+pub enum Answer {
+    Call(&'static str, String),
+    Text(&'static str),
+}
+
+/// A Chat Completions endpoint on 127.0.0.1 that answers by the number of tool results in the
+/// request (so one script serves any number of runs) and records, per request, when its body
+/// had arrived and when the answer's last byte went out.
+struct Endpoint {
+    port: u16,
+    times: Arc<Mutex<Vec<(Instant, Instant)>>>,
+}
+
+impl Endpoint {
+    fn start(script: Arc<Script>, pin: bool) -> Endpoint {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake endpoint");
+        let port = listener.local_addr().expect("its address").port();
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let record = times.clone();
+        std::thread::spawn(move || {
+            if pin {
+                pin_to_cpu0();
+            }
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                if let Some(pair) = serve(stream, &*script) {
+                    record.lock().expect("times").push(pair);
+                }
+            }
+        });
+        Endpoint { port, times }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    fn take_times(&self) -> Vec<(Instant, Instant)> {
+        std::mem::take(&mut *self.times.lock().expect("times"))
+    }
+}
+
+/// One request, one streamed answer, then the connection closes.
+fn serve(stream: TcpStream, script: &Script) -> Option<(Instant, Instant)> {
+    stream.set_nodelay(true).ok()?;
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut length = 0;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let lower = line.to_ascii_lowercase();
+        if let Some(value) = lower.strip_prefix("content-length:") {
+            length = value.trim().parse().ok()?;
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    let arrived = Instant::now();
+    let request: Value = serde_json::from_slice(&body).ok()?;
+    let results = request["messages"].as_array()?.iter().filter(|m| m["role"] == "tool").count();
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({ "id": "bench", "object": "chat.completion.chunk", "model": "bench",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        format!("data: {chunk}\n\n")
+    };
+    let mut out = String::from("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
+    match script(results) {
+        Answer::Call(name, arguments) => {
+            let call = json!([{ "index": 0, "id": format!("call_{results}"), "type": "function",
+                "function": { "name": name, "arguments": arguments } }]);
+            out.push_str(&chunk(json!({ "role": "assistant", "tool_calls": call }), Value::Null));
+            out.push_str(&chunk(json!({}), json!("tool_calls")));
+        }
+        Answer::Text(text) => {
+            out.push_str(&chunk(json!({ "role": "assistant", "content": text }), Value::Null));
+            out.push_str(&chunk(json!({}), json!("stop")));
+        }
+    }
+    out.push_str("data: [DONE]\n\n");
+    let mut stream = stream;
+    stream.write_all(out.as_bytes()).ok()?;
+    stream.flush().ok()?;
+    let sent = Instant::now();
+    stream.shutdown(std::net::Shutdown::Write).ok()?;
+    Some((arrived, sent))
+}
+
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET and sched_setaffinity get valid
+    // pointers to it, for the calling thread (pid 0).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn percentile(mut values: Vec<f64>, p: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values.get(i).copied().unwrap_or(f64::NAN)
+}
+
+pub fn run(bench: &Bench, quick: bool) {
+    search(bench, quick);
+    steps(bench, quick);
+    rss(bench, quick);
+}
+
+/// capability_search over 10,000 tools on 50 servers, in this process.
+fn search(bench: &Bench, quick: bool) {
+    use nod::agent::permissions::{Mode as PermissionMode, Policy};
+    use nod::agent::{Agent, Options};
+    use nod::session::runtime::Runtime;
+
+    let servers: Vec<(String, Vec<&str>)> =
+        (0..50).map(|i| (format!("s{i:02}"), vec!["--tools", "200", "--rich"])).collect();
+    let profile = bench.profile_json(&servers.iter().map(|(n, f)| (n.as_str(), &f[..])).collect::<Vec<_>>());
+    let mut loaded = nod::config::Loaded::default();
+    nod::config::profile::parse(profile.to_string().as_bytes(), &mut loaded);
+    assert!(loaded.issues.is_empty(), "{:?}", loaded.issues);
+    let handler = Arc::new(nod::session::elicit::PolicyHandler {
+        policy: nod::session::elicit::Policy::Fail,
+        input_required: None,
+    });
+    let runtime = Arc::new(Runtime::new(
+        nod::dispatch::Engine::start(),
+        loaded.servers,
+        handler,
+        nod::session::Access::default(),
+    ));
+    let failed = runtime.start_all();
+    assert!(failed.is_empty(), "servers failed: {failed:?}");
+    let env = |name: &str| (name == "NOD_BASE_URL").then(|| "http://127.0.0.1:9/v1".to_string());
+    let provider = nod::provider::config::resolve(Some("bench"), &Default::default(), &env).expect("provider");
+    let new_agent = || {
+        Agent::new(
+            nod::provider::Provider::new(provider.clone()),
+            runtime.clone(),
+            crossbeam_channel::never(),
+            Arc::new(Policy::new(PermissionMode::FullAccess, Vec::new())),
+            Default::default(),
+            Options::default(),
+        )
+    };
+    let queries = ["search issues by label", "send a message to a user", "read the contents of a file", "zzz qqq"];
+    // Warm the listings (the runtime caches them, as in a conversation).
+    let total: u64 = {
+        let mut agent = new_agent();
+        let doc: Value = serde_json::from_str(agent.search("echo message", None).lines().next().unwrap()).unwrap();
+        doc["total_matches"].as_u64().unwrap_or(0)
+    };
+    assert!(total >= 50, "the echo tools are found: {total}");
+    let reps = if quick { 3 } else { 101 };
+    for mode in MODES {
+        let timed = || {
+            let mut indexing = Vec::new();
+            let mut searches = Vec::new();
+            for _ in 0..reps {
+                let mut agent = new_agent();
+                let started = Instant::now();
+                agent.index_tools();
+                indexing.push(started.elapsed().as_secs_f64() * 1000.0);
+                for query in queries {
+                    let started = Instant::now();
+                    let doc = agent.search(query, None);
+                    searches.push(started.elapsed().as_secs_f64() * 1000.0);
+                    assert!(doc.len() <= 16 * 1024 + 200, "bounded: {}", doc.len());
+                }
+            }
+            (indexing, searches)
+        };
+        let (indexing, searches) = if mode == Mode::Pinned {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    pin_to_cpu0();
+                    timed()
+                })
+                .join()
+                .expect("the pinned search")
+            })
+        } else {
+            timed()
+        };
+        println!(
+            "capability_search, 10,000 tools on 50 servers, {}: {:.2} ms (p90 {:.2}); indexing the 10,000 tools \
+             (once, as the servers start) {:.1} ms",
+            mode.label(),
+            median(searches.clone()),
+            percentile(searches, 0.9),
+            median(indexing),
+        );
+    }
+    let mut agent = new_agent();
+    let doc = agent.search(queries[0], None);
+    let parsed: Value = serde_json::from_str(doc.lines().next().unwrap()).unwrap();
+    println!(
+        "  ({:?}: {} matches, {} shown in {} bytes)",
+        queries[0],
+        parsed["total_matches"],
+        parsed["counts"]["mcp_tools"],
+        doc.len()
+    );
+    runtime.shutdown();
+}
+
+/// `nod ask` through 200 tool steps; the agent's own time per step.
+fn steps(bench: &Bench, quick: bool) {
+    let n = if quick { 20 } else { 200 };
+    bench.write_profile(&[("fast", &[])]);
+    bench.write_settings(&json!({ "permission": { "mcp_fast_*": "allow" } }));
+    let script: Arc<Script> = Arc::new(move |k| match k {
+        0 => Answer::Call("mcp_select_tool", json!({ "name": "mcp_fast_echo" }).to_string()),
+        k if k <= n => Answer::Call("mcp_fast_echo", json!({ "message": format!("m{k}") }).to_string()),
+        _ => Answer::Text("done"),
+    });
+    let runs = if quick { 1 } else { 5 };
+    for mode in MODES {
+        let endpoint = Endpoint::start(script.clone(), mode == Mode::Pinned);
+        let mut gaps = Vec::new();
+        for _ in 0..runs {
+            let argv = ask_argv(&["--max-steps", "1000", "--quiet", "echo", "it"]);
+            let status = bench
+                .command(&argv, mode)
+                .env("NOD_BASE_URL", endpoint.url())
+                .env("NOD_MODEL", "bench")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .expect("run nod ask");
+            assert!(status.success(), "nod ask failed: {status}");
+            let times = endpoint.take_times();
+            assert_eq!(times.len(), n + 2, "every step reached the endpoint");
+            // From the answer to the first echo call to the request with the last result.
+            for pair in times.windows(2).skip(1) {
+                gaps.push(pair[1].0.duration_since(pair[0].1).as_secs_f64() * 1000.0);
+            }
+        }
+        println!(
+            "agent cost per tool step ({} steps x {runs} runs), {}: median {:.3} ms, p90 {:.3} ms \
+             (model answer sent -> next request received, MCP round trip to the minimal server included)",
+            n,
+            mode.label(),
+            median(gaps.clone()),
+            percentile(gaps, 0.9),
+        );
+    }
+}
+
+/// Peak RSS of `nod ask` with 1000 tools on 20 servers.
+fn rss(bench: &Bench, quick: bool) {
+    let servers: Vec<(String, Vec<&str>)> =
+        (0..20).map(|i| (format!("s{i:02}"), vec!["--tools", "50", "--rich"])).collect();
+    bench.write_profile(&servers.iter().map(|(n, f)| (n.as_str(), &f[..])).collect::<Vec<_>>());
+    bench.write_settings(&json!({ "permission": { "mcp_*": "allow" } }));
+    let script: Arc<Script> = Arc::new(|k| match k {
+        0 => Answer::Call("capability_search", json!({ "query": "search issues" }).to_string()),
+        1 => Answer::Call("mcp_s00_echo", json!({ "message": "hello" }).to_string()),
+        _ => Answer::Text("done"),
+    });
+    let endpoint = Endpoint::start(script, false);
+    let argv = ask_argv(&["--quiet", "find", "it"]);
+    let env = [("NOD_BASE_URL", endpoint.url()), ("NOD_MODEL", "bench".to_string())];
+    let runs = if quick { 1 } else { 5 };
+    let kib = (0..runs).map(|_| bench.rss(&argv, &env)).max().unwrap_or(0);
+    assert_eq!(endpoint.take_times().len() % 3, 0, "each run took three steps");
+    println!(
+        "peak RSS of nod ask with 1000 tools on 20 servers (a search, a call, an answer): {:.1} MiB",
+        kib as f64 / 1024.0
+    );
+}
+
+fn ask_argv(args: &[&str]) -> Vec<String> {
+    let mut argv = vec![crate::nod_binary(), "ask".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv
+}
