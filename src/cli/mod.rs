@@ -3,6 +3,7 @@
 //! man pages (`man`), usage errors with their suggestions (`suggest`) and the shell
 //! completions (`complete`).
 
+mod build;
 pub mod complete;
 pub mod help;
 pub mod man;

@@ -10,12 +10,12 @@ use lexopt::prelude::*;
 
 use super::help::{self, Page};
 use super::suggest;
-use super::{Add, Arguments, Command, Mcp, Options, Source, ToolCall, Trust, UsageError};
+use super::{Command, Options, Source, UsageError};
 use crate::session::elicit::Policy;
 
 type Parsed<T> = Result<T, UsageError>;
 
-fn usage(page: Page, message: impl Into<String>) -> UsageError {
+pub(super) fn usage(page: Page, message: impl Into<String>) -> UsageError {
     UsageError { message: message.into(), page }
 }
 
@@ -135,23 +135,23 @@ fn help_page(topic: &[String], prefix: &str) -> Parsed<Command> {
 
 /// Flags every `nod mcp` subcommand shares, plus positional values in order.
 #[derive(Default)]
-struct Rest {
-    values: Vec<String>,
+pub(super) struct Rest {
+    pub(super) values: Vec<String>,
     /// Long names of the flags given, to check that the command takes them.
-    given: Vec<&'static str>,
-    options: Options,
-    connect: bool,
-    jsonl: bool,
-    parallel: Option<usize>,
-    elicit: Option<Policy>,
-    elicit_answer: Option<Source>,
-    output: Option<PathBuf>,
-    pairs: Vec<(String, String)>,
-    transport: Option<String>,
-    env: Vec<(String, String)>,
-    open: bool,
-    yes: bool,
-    help: bool,
+    pub(super) given: Vec<&'static str>,
+    pub(super) options: Options,
+    pub(super) connect: bool,
+    pub(super) jsonl: bool,
+    pub(super) parallel: Option<usize>,
+    pub(super) elicit: Option<Policy>,
+    pub(super) elicit_answer: Option<Source>,
+    pub(super) output: Option<PathBuf>,
+    pub(super) pairs: Vec<(String, String)>,
+    pub(super) transport: Option<String>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) open: bool,
+    pub(super) yes: bool,
+    pub(super) help: bool,
 }
 
 fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
@@ -246,7 +246,7 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
             return Err(usage(page, format!("--{flag} does not go with nod {}{goes}", command.path)));
         }
     }
-    let cmd = build(command, args, &mut rest)?;
+    let cmd = super::build::build(command, args, &mut rest)?;
     Ok(Command::Mcp(cmd, rest.options))
 }
 
@@ -294,118 +294,6 @@ fn unknown_command(words: &[&str]) -> UsageError {
     usage(group_page(words), format!("nod {group} needs a command: {}; see nod {group} --help", next.join(", ")))
 }
 
-/// The command for `words` after its path, checked against its usage.
-fn build(command: &'static help::Command, args: &[&str], rest: &mut Rest) -> Parsed<Mcp> {
-    let page = Page::Command(command.path);
-    let wrong = || usage(page, format!("usage: {}; see nod {} --help", command.usage.join(" or "), command.path));
-    let owned = |s: &&str| s.to_string();
-    let cmd = match (command.path, args) {
-        ("mcp path", []) => Mcp::Path,
-        ("mcp add", [name, target @ ..]) if !target.is_empty() => {
-            let transport = rest.transport.clone().filter(|t| t != "stdio");
-            if transport.is_some() && target.len() != 1 {
-                return Err(usage(page, "usage: nod mcp add --transport http|sse <name> <url>"));
-            }
-            if transport.is_some() && !rest.env.is_empty() {
-                return Err(usage(page, "--env goes with a stdio server"));
-            }
-            if transport.is_none() && looks_like_url(target[0]) {
-                return Err(usage(
-                    page,
-                    format!(
-                        "the command of {name} looks like a URL; use --transport http (or sse for a legacy server): nod mcp add --transport http {name} <url>"
-                    ),
-                ));
-            }
-            Mcp::Add(Add {
-                name: name.to_string(),
-                transport,
-                target: target.iter().map(owned).collect(),
-                env: std::mem::take(&mut rest.env),
-            })
-        }
-        ("mcp remove", [name]) => Mcp::Remove { name: name.to_string() },
-        ("mcp auth", [name]) => Mcp::Auth { name: name.to_string(), open: rest.open },
-        ("mcp logout", [name]) => Mcp::Logout { name: name.to_string() },
-        ("mcp trust approve", [name]) => Mcp::Trust(Trust::Approve(name.to_string())),
-        ("mcp trust reject", [name]) => Mcp::Trust(Trust::Reject(name.to_string())),
-        ("mcp trust approve-all", []) => Mcp::Trust(Trust::ApproveAll { yes: rest.yes }),
-        ("mcp trust reset", []) => Mcp::Trust(Trust::Reset),
-        ("mcp list", []) => Mcp::List { connect: rest.connect },
-        ("mcp tool list", [server]) => Mcp::ToolList { server: server.to_string() },
-        ("mcp tool show", [server, tool]) => Mcp::ToolShow { server: server.to_string(), tool: tool.to_string() },
-        ("mcp tool call", [server, tool, more @ ..]) if more.len() <= 1 => {
-            let object = more.first().map(|s| Source::from_word(s));
-            if rest.jsonl && (object.is_some() || !rest.pairs.is_empty()) {
-                return Err(usage(
-                    page,
-                    "--jsonl reads the arguments from stdin, one object a line; give no arguments",
-                ));
-            }
-            if rest.parallel.is_some() && !rest.jsonl {
-                return Err(usage(page, "--parallel goes with --jsonl"));
-            }
-            if rest.elicit.is_some() && rest.elicit_answer.is_some() {
-                return Err(usage(page, "--elicit and --elicit-answer do not go together: choose one"));
-            }
-            if object == Some(Source::Stdin) && rest.elicit_answer == Some(Source::Stdin) {
-                return Err(usage(page, "stdin can hold the arguments or the elicitation answer, not both"));
-            }
-            Mcp::ToolCall(ToolCall {
-                server: server.to_string(),
-                tool: tool.to_string(),
-                arguments: Arguments { object, pairs: std::mem::take(&mut rest.pairs) },
-                jsonl: rest.jsonl,
-                parallel: rest.parallel.unwrap_or(1),
-                elicit: rest.elicit,
-                elicit_answer: rest.elicit_answer.take(),
-                output: rest.output.take(),
-            })
-        }
-        ("mcp resource list", [server]) => Mcp::ResourceList { server: server.to_string() },
-        ("mcp resource templates", [server]) => Mcp::ResourceTemplates { server: server.to_string() },
-        ("mcp resource read", [server, uri]) => {
-            Mcp::ResourceRead { server: server.to_string(), uri: uri.to_string(), output: rest.output.take() }
-        }
-        ("mcp resource complete", [server, template, variable, more @ ..]) if more.len() <= 1 => {
-            Mcp::ResourceComplete {
-                server: server.to_string(),
-                template: template.to_string(),
-                variable: variable.to_string(),
-                value: more.first().map_or(String::new(), owned),
-                context: std::mem::take(&mut rest.pairs),
-            }
-        }
-        ("mcp prompt list", [server]) => Mcp::PromptList { server: server.to_string() },
-        ("mcp prompt get", [server, name, more @ ..]) if more.len() <= 1 => Mcp::PromptGet {
-            server: server.to_string(),
-            name: name.to_string(),
-            arguments: Arguments {
-                object: more.first().map(|s| Source::from_word(s)),
-                pairs: std::mem::take(&mut rest.pairs),
-            },
-        },
-        ("mcp prompt complete", [server, name, argument, more @ ..]) if more.len() <= 1 => Mcp::PromptComplete {
-            server: server.to_string(),
-            name: name.to_string(),
-            argument: argument.to_string(),
-            value: more.first().map_or(String::new(), owned),
-            context: std::mem::take(&mut rest.pairs),
-        },
-        _ => return Err(wrong()),
-    };
-    Ok(cmd)
-}
-
-/// `https://...`, `http://...` and the like: a scheme, then `://`.
-fn looks_like_url(word: &str) -> bool {
-    word.split_once("://").is_some_and(|(scheme, _)| {
-        !scheme.is_empty()
-            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    })
-}
-
 fn millis(parser: &mut lexopt::Parser, flag: &str) -> Parsed<Duration> {
     let text = string(parser, Page::Mcp)?;
     match text.parse::<u64>() {
@@ -429,6 +317,7 @@ fn string(parser: &mut lexopt::Parser, page: Page) -> Parsed<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Mcp, Trust};
 
     fn p(args: &str) -> Parsed<Command> {
         parse(args.split_whitespace().map(OsString::from))

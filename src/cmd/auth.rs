@@ -24,7 +24,11 @@ pub fn auth(name: &str, open: bool, ctx: &Context) -> anyhow::Result<Exit> {
     }
     // Connecting and listing reaches whatever the server protects; a 401 on the way runs the
     // authorization flow, afresh (stored tokens are ignored).
-    let access = Access { browser: Some(Arc::new(super::browser::Interactive { open })), fresh: true };
+    let access = Access {
+        browser: Some(Arc::new(super::browser::Interactive { open })),
+        fresh: true,
+        redactor: ctx.redactor.clone(),
+    };
     let one = One::connect_with(name, super::one::no_input(), &access, ctx)?;
     if one.session().has("tools") {
         catalog::list(one.session(), Catalog::Tools)?;

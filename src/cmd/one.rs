@@ -77,7 +77,7 @@ pub(super) fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<
     if let Some(issue) = blocking.first() {
         return Err(fail(
             Kind::Config,
-            format!("no server named {name} could be loaded: {} in {}", issue.plain(), loaded.path.display()),
+            format!("cannot use server {name}: {}: {}", loaded.path.display(), issue.plain()),
         ));
     }
     let known: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
@@ -129,7 +129,8 @@ pub(super) struct One {
 
 impl One {
     pub fn connect(name: &str, handler: Arc<dyn InboundHandler>, ctx: &Context) -> anyhow::Result<One> {
-        let access = Access { browser: super::browser::from_environment(), fresh: false };
+        let access =
+            Access { browser: super::browser::from_environment(), fresh: false, redactor: ctx.redactor.clone() };
         One::connect_with(name, handler, &access, ctx)
     }
 

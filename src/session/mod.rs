@@ -38,6 +38,8 @@ pub struct Access {
     pub browser: Option<Arc<dyn Browser>>,
     /// Ignore stored tokens and authorize afresh (`nod mcp auth`).
     pub fresh: bool,
+    /// Where tokens go to be redacted from everything the front end prints.
+    pub redactor: crate::util::Redactor,
 }
 
 pub struct Session {
@@ -116,6 +118,7 @@ impl Session {
                         remote.oauth.as_ref(),
                         access.browser.clone(),
                         access.fresh,
+                        access.redactor.clone(),
                     )?)),
                 },
             }),

@@ -17,6 +17,8 @@ mod cli;
 mod contract;
 /// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
 mod faults;
+/// Per-command help, typo suggestions, completions, doctor's findings, diagnoses, wording.
+mod guidance;
 /// Remote servers misbehaving over HTTP: sessions, streams, storms, credentials, legacy SSE.
 mod http_faults;
 /// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
@@ -33,6 +35,10 @@ mod protocol;
 mod real;
 /// Real servers over HTTP and SSE: server-everything and the Python SDK (stdio too).
 mod real_http;
+/// JSON everywhere, typed --jsonl errors, argument sources, output files, answers, timeouts.
+mod scripting;
+/// A person at a terminal: elicitation prompts, list --connect as servers become ready.
+mod terminal;
 /// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.
 mod tools;
 /// `--jsonl` streams, Ctrl-C, and what goes over the wire.

@@ -98,10 +98,7 @@ pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -
                         );
                         let message = format!("the tool reported an error: {}", crate::util::one_line(text.trim_end()));
                         let redacted = failure::redact_value(&result, &|t: &str| ctx.redactor.redact(t));
-                        (
-                            redacted,
-                            Some(Failed { message: ctx.redactor.redact(&message), lost: false }),
-                        )
+                        (redacted, Some(Failed { message: ctx.redactor.redact(&message), lost: false }))
                     } else {
                         (result, None)
                     }

@@ -31,7 +31,7 @@ pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
         for tool in &listing.items {
             let about = tool.get("description").and_then(Value::as_str).unwrap_or("");
             let about = format!("{}{}", super::render::first_line(about), marks(tool, &listing));
-            out.push_str(&row(&signature(tool), &ctx.redactor.redact(&about), terminal));
+            out.push_str(&row(&ctx.redactor.redact(&signature(tool)), &ctx.redactor.redact(&about), terminal));
         }
         print(&out)?;
     }
