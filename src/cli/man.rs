@@ -78,9 +78,9 @@ fn command_help(command: &Command) -> String {
     out
 }
 
-/// The flags a command takes, in table order, `--help` last.
+/// The flags a command takes, in the command's order (its own first), `--help` last.
 pub fn flags_of(command: &Command) -> Vec<&'static Flag> {
-    FLAGS.iter().filter(|f| command.flags.contains(&f.long) || f.long == "help").collect()
+    command.flags.iter().filter_map(|long| help::flag(long)).chain(help::flag("help")).collect()
 }
 
 fn mcp_commands() -> impl Iterator<Item = &'static Command> {
@@ -158,7 +158,11 @@ pub fn man(page: Page) -> String {
         out.push_str(&format!(".TP\n.B {}\n{}\n", roff(NOD_OVERVIEW[0].0), roff(NOD_OVERVIEW[0].1)));
     }
     for command in &commands {
-        out.push_str(&format!(".TP\n.B {}\n", roff(&command.usage.join("\n.br\n"))));
+        // The first usage is the tag; another one opens the body, in bold on its own line.
+        out.push_str(&format!(".TP\n.B {}\n", roff(command.usage[0])));
+        for usage in &command.usage[1..] {
+            out.push_str(&format!(".B {}\n.br\n", roff(usage)));
+        }
         out.push_str(&format!("{}\n", roff(command.about)));
     }
     out.push_str(".SH FLAGS\n");
@@ -211,15 +215,7 @@ fn roff(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('-', "\\-");
     escaped
         .lines()
-        .map(|l| {
-            if l == ".br" {
-                l.to_string()
-            } else if l.starts_with('.') || l.starts_with('\'') {
-                format!("\\&{l}")
-            } else {
-                l.to_string()
-            }
-        })
+        .map(|l| if l.starts_with('.') || l.starts_with('\'') { format!("\\&{l}") } else { l.to_string() })
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -196,3 +196,26 @@ fn timeout_flags_override_the_profile_and_messages_name_the_setting() {
     env.nod(["mcp", "list", "--timeout", "0"]).run().code(2).stderr_has("--timeout takes a positive number");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn trust_commands_print_json_with_the_review_on_stderr() {
+    let env = Env::new();
+    let repo = env.path("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let project = json!({ "mcpServers": { "proj": { "command": "some-server", "args": ["--flag"] } } });
+    std::fs::write(repo.join(".mcp.json"), project.to_string()).unwrap();
+    let out = env.nod(["mcp", "trust", "approve", "proj", "--json"]).cwd(&repo).run();
+    out.code(0).stderr_has("\"some-server\"").stderr_has("\"--flag\"");
+    assert_eq!(out.json()["change"], "approved", "{}", out.dump());
+    assert_eq!(out.json()["servers"], json!(["proj"]), "{}", out.dump());
+    let out = env.nod(["mcp", "trust", "reject", "proj", "--json"]).cwd(&repo).run();
+    assert_eq!(out.json()["change"], "rejected", "{}", out.dump());
+    let out = env.nod(["mcp", "trust", "approve-all", "--json"]).cwd(&repo).run();
+    out.code(2);
+    assert_eq!(error_of(&out)["kind"], "usage", "{}", out.dump());
+    let out = env.nod(["mcp", "trust", "approve-all", "--yes", "--json"]).cwd(&repo).run();
+    assert_eq!(out.json()["change"], "approved", "{}", out.dump());
+    let out = env.nod(["mcp", "trust", "approve", "nope", "--json"]).cwd(&repo).run();
+    out.code(2);
+    assert_eq!(error_of(&out)["kind"], "not_found", "{}", out.dump());
+}
