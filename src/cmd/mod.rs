@@ -80,7 +80,13 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
     let exit = match result {
         Ok(exit) => exit,
         Err(err) if is_broken_pipe(&err) => Exit::Ok,
-        Err(_) if ctx.interrupt.is_fired() => Exit::Interrupted,
+        Err(_) if ctx.interrupt.is_fired() => {
+            if json {
+                let err = failure::fail(Kind::Interrupted, "interrupted; requests in flight were cancelled");
+                return report(&err, json, server.as_deref(), Kind::Interrupted, ctx);
+            }
+            Exit::Interrupted
+        }
         Err(err) => report(&err, json, server.as_deref(), fallback, ctx),
     };
     if ctx.interrupt.is_fired() {

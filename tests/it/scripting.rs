@@ -95,6 +95,11 @@ fn jsonl_errors_are_typed_and_a_summary_names_the_server_and_counts() {
 
     let out = env.nod(["mcp", "tool", "call", SERVER, "slow", "--jsonl"]).stdin("{\"ms\":5000}\n{\"ms\":5000}\n").run();
     out.code(1).stderr_line_has(&["server fx: 2 of 2 calls failed: no answer within 0.3 s (operation_timeout_ms"]);
+    // A question from the server ends the run with a line of kind input_required.
+    let out = env.nod(["mcp", "tool", "call", SERVER, "elicit", "--jsonl"]).stdin("{}\n").run();
+    out.code(3);
+    let error = &out.json_lines()[0]["error"];
+    assert_eq!((error["kind"].as_str(), error["line"].as_u64()), (Some("input_required"), Some(1)), "{}", out.dump());
     env.assert_no_leftovers();
 }
 
@@ -218,4 +223,18 @@ fn trust_commands_print_json_with_the_review_on_stderr() {
     let out = env.nod(["mcp", "trust", "approve", "nope", "--json"]).cwd(&repo).run();
     out.code(2);
     assert_eq!(error_of(&out)["kind"], "not_found", "{}", out.dump());
+}
+
+#[test]
+fn ctrl_c_under_json_prints_an_interrupted_error() {
+    let env = Env::new();
+    env.fixture(&[], json!({ "operation_timeout_ms": 30000 }));
+    let running = env.nod(["mcp", "tool", "call", SERVER, "hang", "--json"]).spawn();
+    env.wait_for_wire("tools/call", std::time::Duration::from_secs(10));
+    // SAFETY: plain kill(2) on the nod process this test started.
+    unsafe { libc::kill(running.pid(), libc::SIGINT) };
+    let out = running.wait();
+    out.code(130);
+    assert_eq!(error_of(&out)["kind"], "interrupted", "{}", out.dump());
+    env.assert_no_leftovers();
 }

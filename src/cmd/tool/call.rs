@@ -2,6 +2,7 @@
 //! files with `-o`), and the server's questions: answered by policy, by values given in
 //! advance, by a person on the terminal, or reported as input required.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,7 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
         Outcome::Failed(CallError::Rpc(error))
             if error.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &error).is_some() =>
         {
-            report_input_required(&url_required(&call.server, &error).expect("checked"), ctx)
+            report_input_required(&url_required(&call.server, &error).expect("checked"), None, ctx)
         }
         // The server refused the call (unknown tool, bad arguments): the call failed, like
         // isError, and the connection is fine.
@@ -57,7 +58,7 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
         Outcome::Failed(err) => {
             Err(anyhow::Error::new(err).context(format!("server {}: tool {}", call.server, call.tool)))
         }
-        Outcome::InputRequired(input) => report_input_required(&input, ctx),
+        Outcome::InputRequired(input) => report_input_required(&input, None, ctx),
     }
 }
 
@@ -70,8 +71,9 @@ fn answering(call: &ToolCall) -> anyhow::Result<Answering> {
     }
     Ok(match call.elicit {
         Some(policy) => Answering::Policy(policy),
-        // --jsonl reads its input from stdin: nobody to ask there.
-        None if !call.jsonl && stdin_is_terminal() => Answering::Ask,
+        // --jsonl reads its input from stdin: nobody to ask there. The questions go to
+        // stderr, which must be the terminal too.
+        None if !call.jsonl && stdin_is_terminal() && std::io::stderr().is_terminal() => Answering::Ask,
         None => Answering::Policy(Policy::Fail),
     })
 }
@@ -215,8 +217,9 @@ fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Resul
 }
 
 /// Says on stderr what the server asked and how to answer it, and prints the typed
-/// input-required result on stdout (pretty with --json, one line otherwise). Exit 3.
-pub fn report_input_required(input: &InputRequired, ctx: &Context) -> anyhow::Result<Exit> {
+/// input-required result on stdout (pretty with --json, one line otherwise; `line` is the
+/// `--jsonl` input line that asked). Exit 3.
+pub fn report_input_required(input: &InputRequired, line: Option<usize>, ctx: &Context) -> anyhow::Result<Exit> {
     let message = crate::util::terminal_safe(&crate::util::one_line(&ctx.redactor.redact(&input.message))).into_owned();
     let how = if input.mode == "url" {
         "open the URL it gives, then run the command again; or answer with --elicit decline or --elicit cancel"
@@ -227,6 +230,9 @@ pub fn report_input_required(input: &InputRequired, ctx: &Context) -> anyhow::Re
     eprintln!("nod: {text}; {how}");
     let mut report = input.to_json();
     report["error"] = json!({ "kind": Kind::InputRequired.as_str(), "message": text, "server": input.server });
+    if let Some(line) = line {
+        report["error"]["line"] = json!(line);
+    }
     if ctx.options.json {
         print_json(&report)?;
     } else {

@@ -107,7 +107,11 @@ pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -
                     if rpc.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &rpc).is_some() =>
                 {
                     stop(&mut slots);
-                    return report_input_required(&url_required(&call.server, &rpc).expect("checked"), &plain(ctx));
+                    return report_input_required(
+                        &url_required(&call.server, &rpc).expect("checked"),
+                        Some(line),
+                        &plain(ctx),
+                    );
                 }
                 Outcome::Failed(err) => {
                     let kind = match &err {
@@ -118,7 +122,7 @@ pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -
                 }
                 Outcome::InputRequired(request) => {
                     stop(&mut slots);
-                    return report_input_required(&request, &plain(ctx));
+                    return report_input_required(&request, Some(line), &plain(ctx));
                 }
             },
         };
