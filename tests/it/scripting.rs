@@ -238,3 +238,27 @@ fn ctrl_c_under_json_prints_an_interrupted_error() {
     assert_eq!(error_of(&out)["kind"], "interrupted", "{}", out.dump());
     env.assert_no_leftovers();
 }
+
+#[test]
+fn tool_list_shows_how_to_call_each_tool_and_tool_show_its_schemas() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "list", SERVER]).run();
+    out.code(0).stdout_has("add a:number b:number  Adds two numbers\n").stdout_has("fail  Always fails");
+    let out = env.nod(["mcp", "tool", "show", SERVER, "add"]).run();
+    out.code(0).stdout_has("add a:number b:number\n").stdout_has("Adds two numbers");
+    let text = out.text();
+    let (input, output) = (text.find("input schema:").unwrap(), text.find("output schema:").unwrap());
+    assert!(input < output && text[output..].contains("\"sum\""), "{}", out.dump());
+    let out = env.nod(["mcp", "tool", "show", SERVER, "add", "--json"]).run();
+    out.code(0);
+    let shown = out.json();
+    assert_eq!((&shown["tool"]["name"], &shown["task_required"]), (&json!("add"), &json!(false)), "{}", out.dump());
+    assert!(shown["unusable"].is_null() && shown["tool"]["outputSchema"].is_object(), "{}", out.dump());
+    let out = env.nod(["mcp", "tool", "show", SERVER, "ad", "--json"]).run();
+    out.code(2);
+    let error = error_of(&out);
+    assert_eq!(error["kind"], "not_found", "{}", out.dump());
+    assert!(error["message"].as_str().unwrap().contains("did you mean add?"), "{}", out.dump());
+    env.assert_no_leftovers();
+}
