@@ -1,7 +1,5 @@
 //! The `nod` binary: parse, run, exit. Everything else lives in the library.
 
-#![allow(clippy::print_stderr)]
-
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -12,17 +10,14 @@ use nod::util::{Redactor, Trigger};
 fn main() -> ExitCode {
     let redactor = Redactor::default();
     init_logging(redactor.clone());
-    let command = match nod::cli::parse(std::env::args_os().skip(1)) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let command = match nod::cli::parse(args.clone()) {
         Ok(command) => command,
-        Err(err) if err.message.is_empty() => nod::cli::Command::Help(err.page),
-        Err(err) => {
-            eprintln!("nod: {err}");
-            return ExitCode::from(nod::cmd::Exit::Failure as u8);
-        }
+        Err(err) => return ExitCode::from(nod::cmd::report_usage(&err, &args) as u8),
     };
     let interrupt = Trigger::default();
     Signals::install(interrupt.clone());
-    let ctx = Context { redactor, interrupt };
+    let ctx = Context { redactor, interrupt, options: Default::default() };
     ExitCode::from(nod::cmd::run(command, &ctx) as u8)
 }
 

@@ -78,8 +78,8 @@ impl Tail {
     }
 }
 
-/// The secret values nod must never print (environment and header values, tokens, server
-/// URLs), and the redaction of text that might contain them. A value, shared by clones: the
+/// The secret values nod must never print (environment and header values, tokens,
+/// configured server URLs), and the redaction of text that might contain them. A value, shared by clones: the
 /// logger and the front end hold the same one, and a reload adds to it.
 #[derive(Clone, Default)]
 pub struct Redactor {
@@ -179,8 +179,9 @@ pub fn seconds(duration: std::time::Duration) -> String {
     format!("{} s", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
-/// Replaces every secret in `text` with `[redacted]`, and every URL with `<url>`.
-/// Secrets shorter than four bytes are left alone: they would redact ordinary words.
+/// Replaces every secret in `text` with `[redacted]`; the rest stays as it is (a resource
+/// URI, a server's own message). Secrets shorter than four bytes are left alone: they would
+/// redact ordinary words.
 pub fn redact(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();
     for secret in secrets {
@@ -188,10 +189,11 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
             out = out.replace(secret.as_str(), "[redacted]");
         }
     }
-    redact_urls(&out)
+    out
 }
 
-fn redact_urls(text: &str) -> String {
+/// Replaces every URL in `text` with `<url>`: for health output, which shows no URL at all.
+pub fn redact_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(pos) = rest.find("://") {
@@ -305,14 +307,21 @@ mod tests {
     }
 
     #[test]
-    fn redact_hides_secrets_and_urls() {
-        let secrets = vec!["s3cr3t-canary".to_string()];
+    fn redact_hides_secrets_and_keeps_the_rest() {
+        let secrets = vec!["s3cr3t-canary".to_string(), "https://user:pw@example.com/mcp?x=1".to_string()];
         let text = "failed: token s3cr3t-canary at https://user:pw@example.com/mcp?x=1 (retry)";
-        assert_eq!(redact(text, &secrets), "failed: token [redacted] at <url> (retry)");
-        assert_eq!(redact("no scheme ://here", &[]), "no scheme ://here");
-        assert_eq!(redact("issuer https://a/b, not https://c.", &[]), "issuer <url>, not <url>.");
+        assert_eq!(redact(text, &secrets), "failed: token [redacted] at [redacted] (retry)");
+        assert_eq!(redact("Resource demo://nope not found", &secrets), "Resource demo://nope not found");
+        assert_eq!(redact("add \"url\": \"https://...\"", &secrets), "add \"url\": \"https://...\"");
+    }
+
+    #[test]
+    fn redact_urls_hides_every_url() {
+        assert_eq!(redact_urls("at https://user:pw@example.com/mcp?x=1 (retry)"), "at <url> (retry)");
+        assert_eq!(redact_urls("no scheme ://here"), "no scheme ://here");
+        assert_eq!(redact_urls("issuer https://a/b, not https://c."), "issuer <url>, not <url>.");
         // The reproducer from tests/fuzz (message target): a multi-byte character before "://".
-        assert_eq!(redact("{\"&[{\u{595}so://x", &[]), "{\"&[{\u{595}<url>");
+        assert_eq!(redact_urls("{\"&[{\u{595}so://x"), "{\"&[{\u{595}<url>");
     }
 
     #[test]

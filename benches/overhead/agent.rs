@@ -157,10 +157,7 @@ fn search(bench: &Bench, quick: bool) {
     let mut loaded = nod::config::Loaded::default();
     nod::config::profile::parse(profile.to_string().as_bytes(), &mut loaded);
     assert!(loaded.issues.is_empty(), "{:?}", loaded.issues);
-    let handler = Arc::new(nod::session::elicit::PolicyHandler {
-        policy: nod::session::elicit::Policy::Fail,
-        input_required: None,
-    });
+    let handler = Arc::new(nod::session::elicit::PolicyHandler::new(nod::session::elicit::Policy::Fail, None));
     let runtime = Arc::new(Runtime::new(
         nod::dispatch::Engine::start(),
         loaded.servers,

@@ -1,10 +1,12 @@
-//! `nod ask` and `nod permissions`, and the global flags that may come before any command
-//! (`--full-access`/`--yolo`, `--context-limit`). Flags of `ask` are read until the first
-//! word that is not one (or `--`); everything after is the prompt.
+//! `nod ask` and `nod permissions`, and the agent's global flags (`--full-access`/`--yolo`,
+//! `--context-limit`), which may come before the command or among its flags. Flags of `ask`
+//! are read until the first word that is not one (or `--`); everything after is the prompt.
 
 use lexopt::prelude::*;
 
-use super::{Parsed, help, lex, string, usage};
+use super::Command;
+use super::help::Page;
+use super::parse::{Parsed, lex, string, unknown_option, usage};
 
 /// Flags valid before any command.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -43,16 +45,30 @@ pub(super) fn global(arg: &lexopt::Arg<'_>) -> Option<Global> {
 }
 
 /// Applies a global flag, reading its value.
-pub(super) fn apply(flag: Global, parser: &mut lexopt::Parser, globals: &mut Globals) -> Parsed<()> {
+pub(super) fn apply(flag: Global, parser: &mut lexopt::Parser, globals: &mut Globals, page: Page) -> Parsed<()> {
     match flag {
         Global::FullAccess => globals.full_access = true,
-        Global::ContextLimit => globals.context_limits.push(string(parser, help::Page::Nod)?),
+        Global::ContextLimit => globals.context_limits.push(string(parser, page)?),
     }
     Ok(())
 }
 
-pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed<Ask> {
-    let page = help::Page::Nod;
+const ASK_FLAGS: &[&str] = &[
+    "json",
+    "quiet",
+    "prompt-permissions",
+    "no-stdin",
+    "system",
+    "model",
+    "max-steps",
+    "full-access",
+    "yolo",
+    "context-limit",
+    "help",
+];
+
+pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed<Command> {
+    let page = Page::Command("ask");
     let mut ask = Ask {
         globals,
         prompt: String::new(),
@@ -67,7 +83,7 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
     let mut words: Vec<String> = Vec::new();
     while let Some(arg) = parser.next().map_err(lex(page))? {
         if let Some(flag) = global(&arg) {
-            apply(flag, parser, &mut ask.globals)?;
+            apply(flag, parser, &mut ask.globals, page)?;
             continue;
         }
         match arg {
@@ -86,7 +102,7 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
                     .ok_or_else(|| usage(page, format!("--max-steps takes a positive number, not {text:?}")))?;
                 ask.max_steps = Some(steps);
             }
-            Short('h') | Long("help") => return Err(usage(page, String::new())),
+            Short('h') | Long("help") => return Ok(Command::Help(page)),
             Value(word) => {
                 words.push(word.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
                 // The first word starts the prompt: the rest is prompt text, dashes and all.
@@ -94,28 +110,42 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
                     words.push(raw.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
                 }
             }
-            other => {
-                return Err(usage(page, format!("{}; usage: nod ask [flags] [--] <prompt>", other.unexpected())));
-            }
+            other => return Err(unknown_option(page, other, ASK_FLAGS, "nod ask")),
         }
     }
     ask.prompt = words.join(" ");
-    Ok(ask)
+    Ok(Command::Ask(ask))
 }
 
-pub(super) fn parse_permissions(parser: &mut lexopt::Parser, mut globals: Globals) -> Parsed<(Globals, bool)> {
-    let page = help::Page::Nod;
+pub(super) fn parse_permissions(parser: &mut lexopt::Parser, mut globals: Globals) -> Parsed<Command> {
+    let page = Page::Command("permissions");
     let mut json = false;
     while let Some(arg) = parser.next().map_err(lex(page))? {
         if let Some(flag) = global(&arg) {
-            apply(flag, parser, &mut globals)?;
+            apply(flag, parser, &mut globals, page)?;
             continue;
         }
         match arg {
             Long("json") => json = true,
-            Short('h') | Long("help") => return Err(usage(page, String::new())),
-            other => return Err(usage(page, other.unexpected().to_string())),
+            Short('h') | Long("help") => return Ok(Command::Help(page)),
+            Value(word) => {
+                return Err(usage(
+                    page,
+                    format!(
+                        "nod permissions takes no argument {:?}; see nod permissions --help",
+                        word.to_string_lossy()
+                    ),
+                ));
+            }
+            other => {
+                return Err(unknown_option(
+                    page,
+                    other,
+                    &["json", "full-access", "yolo", "context-limit", "help"],
+                    "nod permissions",
+                ));
+            }
         }
     }
-    Ok((globals, json))
+    Ok(Command::Permissions { globals, json })
 }

@@ -1,335 +1,623 @@
-//! The one table of commands and flags. `--help` and the man pages (`nod --generate man`)
-//! are both rendered from it, and a test keeps the committed pages in `man/` current.
+//! The one table of commands and flags. `--help` (for nod, nod mcp and every command), both
+//! man pages (`nod --generate man`), the usage errors and the shell completions are all
+//! rendered from it (`cli::man`, `cli::complete`), and a test keeps the committed pages in
+//! `man/` current. A flat declarative table, so one long file.
 
+/// Which help to show: nod's, nod mcp's, or one command's (or group's) by its path
+/// (`"mcp tool call"`, `"mcp tool"`, `"status"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Page {
     Nod,
     Mcp,
+    Command(&'static str),
 }
 
-pub struct Entry {
-    pub usage: &'static str,
+/// A flag: `--long`, maybe `-s`, maybe a value.
+pub struct Flag {
+    pub long: &'static str,
+    pub short: Option<char>,
+    /// The value's name (`N`, `FILE`, `http|sse`), when the flag takes one.
+    pub value: Option<&'static str>,
     pub about: &'static str,
 }
 
-pub const NOD_COMMANDS: &[Entry] = &[
-    Entry {
-        usage: "nod mcp <command>",
-        about: "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1).",
-    },
-    Entry { usage: "nod help [mcp]", about: "Show this help, or the help of nod mcp." },
-    Entry {
-        usage: "nod status [--json]",
-        about: "Show configuration: the profile, project servers and their trust, configuration issues, and whether settings and credential files exist. Starts no server and opens no credential storage; the MCP connection is reported as not_checked.",
-    },
-    Entry {
-        usage: "nod doctor [--json]",
-        about: "Check the configuration without connecting: file permissions, profile and project issues, project servers awaiting approval. Prints the command that fixes each finding, and exits 2 when it finds a problem.",
-    },
-];
+impl Flag {
+    /// `-o, --output FILE`.
+    pub fn usage(&self) -> String {
+        let mut out = String::new();
+        if let Some(short) = self.short {
+            out.push_str(&format!("-{short}, "));
+        }
+        out.push_str("--");
+        out.push_str(self.long);
+        if let Some(value) = self.value {
+            out.push(' ');
+            out.push_str(value);
+        }
+        out
+    }
+}
 
-pub const NOD_FLAGS: &[Entry] = &[
-    Entry { usage: "-h, --help", about: "Show help and exit." },
-    Entry { usage: "-V, --version", about: "Show the version and exit." },
-];
+/// What a positional argument is, for completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// A configured server (profile and approved project servers).
+    Server,
+    /// A project server of the workspace's .mcp.json.
+    ProjectServer,
+    /// A tool of the server before it (from the completion cache).
+    Tool,
+    /// A prompt of the server before it (from the completion cache).
+    Prompt,
+    /// bash, zsh or fish.
+    Shell,
+    /// A command path, for `help`.
+    Topic,
+    /// Anything else: a name to invent, a URI, JSON, a file.
+    Free,
+}
 
-pub const MCP_COMMANDS: &[Entry] = &[
-    Entry {
-        usage: "nod mcp path",
-        about: "Print the path of the MCP profile ($NOD_HOME/mcp.json, by default ~/.nod/mcp.json).",
-    },
-    Entry {
-        usage: "nod mcp add [--env NAME=VALUE]... <name> <command> [args...]",
-        about: "Add or replace a local stdio server in the profile. Everything after the command is the server's own arguments, dashes included. The write is atomic, keeps every other entry and field, and leaves the file private (0600).",
-    },
-    Entry {
-        usage: "nod mcp add --transport http|sse <name> <url>",
-        about: "Add or replace a remote server: http for Streamable HTTP, sse for a legacy 2024-11-05 HTTP+SSE server. The URL must be https, or http to localhost.",
-    },
-    Entry { usage: "nod mcp remove <name>", about: "Remove a server from the profile." },
-    Entry {
-        usage: "nod mcp trust approve|reject <name>",
-        about: "Approve or reject a project server from the workspace's .mcp.json. approve first prints what the entry runs or contacts, as written in the file: for a local server the command and every argument in full, the working directory and the environment with its template values; for a remote one the URL and the header names, never header values; and which of your environment variables its ${VAR} templates read. The choice is saved in $NOD_HOME/settings.json under the workspace's path, bound to a fingerprint of what was shown: if the entry's command, arguments, working directory, environment names or values, URL or headers change, it is pending again. If .mcp.json changes between showing and saving, nothing is approved.",
-    },
-    Entry {
-        usage: "nod mcp trust approve-all [--yes]",
-        about: "Show every project server of the workspace as approve does, then approve them all. On a terminal nod asks first ([y/N]: only y or yes approves); when stdin is not a terminal it refuses unless --yes is given. A profile server of the same name wins over a project entry, and approving one warns about it.",
-    },
-    Entry {
-        usage: "nod mcp auth <name> [--open]",
-        about: "Authorize a remote server with OAuth: nod discovers the authorization server, registers itself once per authorization server and reuses that client (or uses oauth.client_id or a client metadata document), prints the authorization URL and waits for the browser's redirect to a listener on 127.0.0.1. Every URL that OAuth reaches must be https, or http to a loopback host; link-local and unspecified addresses are refused, before anything is sent. --open launches the browser (the BROWSER command, else xdg-open); on a machine without one, paste the final redirect URL on stdin. Tokens and the registered client are stored in $NOD_HOME/credentials.json (0600); tokens are refreshed before they expire.",
-    },
-    Entry {
-        usage: "nod mcp logout <name>",
-        about: "Delete the server's stored credentials and client registrations, and revoke the token where the authorization server offers revocation.",
-    },
-    Entry {
-        usage: "nod mcp trust reset",
-        about: "Forget the workspace's choices: every project server is pending again.",
-    },
-    Entry {
-        usage: "nod mcp list [--connect]",
-        about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. Health output never shows commands, environment values, headers or URLs.",
-    },
-    Entry { usage: "nod mcp tool list <server>", about: "List the server's tools (every page)." },
-    Entry {
-        usage: "nod mcp tool call <server> <tool> [arguments-json]",
-        about: "Call a tool. The arguments are a JSON object (default {}). Progress from long calls is shown on stderr. With --jsonl, read one arguments object per stdin line and write one result per line, in input order.",
-    },
-    Entry { usage: "nod mcp resource list <server>", about: "List the server's resources (every page)." },
-    Entry { usage: "nod mcp resource templates <server>", about: "List the server's resource templates (every page)." },
-    Entry {
-        usage: "nod mcp resource read <server> <uri>",
-        about: "Read a resource. Text contents are printed; binary contents are written only where --output says, never raw to a terminal.",
-    },
-    Entry {
-        usage: "nod mcp resource complete <server> <uri-template> <variable> [value]",
-        about: "Ask the server to complete a template variable. --arg NAME=VALUE passes variables already chosen.",
-    },
-    Entry { usage: "nod mcp prompt list <server>", about: "List the server's prompts (every page)." },
-    Entry {
-        usage: "nod mcp prompt get <server> <name> [arguments-json]",
-        about: "Get a prompt. The arguments are a JSON object whose values are strings.",
-    },
-    Entry {
-        usage: "nod mcp prompt complete <server> <name> <argument> [value]",
-        about: "Ask the server to complete a prompt argument. --arg NAME=VALUE passes arguments already chosen.",
-    },
-];
+/// One command: its path after `nod`, usage lines, what it does, the flags it takes, its
+/// positional arguments and examples.
+pub struct Command {
+    pub path: &'static str,
+    pub usage: &'static [&'static str],
+    pub about: &'static str,
+    /// Long names of the flags it takes (`help` is implied).
+    pub flags: &'static [&'static str],
+    pub args: &'static [Arg],
+    /// (command line, what it does).
+    pub examples: &'static [(&'static str, &'static str)],
+}
 
-pub const MCP_FLAGS: &[Entry] = &[
-    Entry {
-        usage: "-e, --env NAME=VALUE",
+pub const FLAGS: &[Flag] = &[
+    Flag {
+        long: "json",
+        short: None,
+        value: None,
+        about: "Print one JSON document on stdout instead of text. For nod mcp, a failure prints {\"error\": {\"kind\", \"message\", \"server\"}} there, with the message on stderr and the same exit code (see JSON OUTPUT in nod-mcp(1)). For nod ask, one object at the end instead of the streamed answer and progress lines (see NOD ASK in nod(1)).",
+    },
+    Flag {
+        long: "timeout",
+        short: None,
+        value: Some("MS"),
+        about: "Use this operation timeout (milliseconds) for every server in this run, instead of its operation_timeout_ms.",
+    },
+    Flag {
+        long: "startup-timeout",
+        short: None,
+        value: Some("MS"),
+        about: "Use this startup timeout (milliseconds) for every server in this run, instead of its startup_timeout_ms.",
+    },
+    Flag {
+        long: "env",
+        short: Some('e'),
+        value: Some("NAME=VALUE"),
         about: "With add: an environment variable for the server (repeatable); give it before the name.",
     },
-    Entry { usage: "--transport http|sse", about: "With add: add a remote server by URL." },
-    Entry { usage: "--open", about: "With auth: launch the browser on the authorization URL." },
-    Entry { usage: "-y, --yes", about: "With trust approve-all: approve without asking." },
-    Entry { usage: "--json", about: "Print machine-readable JSON on stdout instead of text." },
-    Entry { usage: "--connect", about: "With list: connect and show live health." },
-    Entry {
-        usage: "--jsonl",
-        about: "With tool call: read one arguments object per stdin line; write one JSON result per line.",
+    Flag {
+        long: "transport",
+        short: None,
+        value: Some("http|sse"),
+        about: "With add: add a remote server by URL (http: Streamable HTTP; sse: legacy HTTP+SSE).",
     },
-    Entry {
-        usage: "--parallel N",
+    Flag { long: "open", short: None, value: None, about: "With auth: launch the browser on the authorization URL." },
+    Flag { long: "yes", short: Some('y'), value: None, about: "With trust approve-all: approve without asking." },
+    Flag { long: "connect", short: None, value: None, about: "With list: connect and show live health." },
+    Flag {
+        long: "arg",
+        short: None,
+        value: Some("NAME=VALUE"),
+        about: "With tool call: one argument (repeatable); the value is parsed as JSON when it parses (3, true, [1], {\"a\": 1}, \"quoted\"), else taken as a string, and wins over the same key in the arguments object. With prompt get: one argument, always a string. With complete: an argument already chosen, sent as context.",
+    },
+    Flag {
+        long: "jsonl",
+        short: None,
+        value: None,
+        about: "With tool call: read one arguments object per stdin line; write one JSON result per line, in input order.",
+    },
+    Flag {
+        long: "parallel",
+        short: None,
+        value: Some("N"),
         about: "With --jsonl: keep up to N calls in flight on the one connection (1 to 256; default 1).",
     },
-    Entry {
-        usage: "--elicit fail|decline|cancel|defaults",
-        about: "With tool call: how to answer a server that asks for input. fail (the default) cancels the call and prints a typed input-required result (exit 3); decline and cancel answer so; defaults accepts a form filled with its default values.",
+    Flag {
+        long: "elicit",
+        short: None,
+        value: Some("fail|decline|cancel|defaults"),
+        about: "With tool call: how to answer a server that asks for input. fail cancels the call and prints a typed input_required result (exit 3); decline and cancel answer so; defaults accepts a form filled with its default values. Without --elicit, nod asks on a terminal, field by field, and fails elsewhere.",
     },
-    Entry {
-        usage: "-o, --output FILE",
-        about: "With resource read: write binary contents to FILE (FILE.2, FILE.3, ... for more than one); - writes them to stdout when it is not a terminal.",
+    Flag {
+        long: "elicit-answer",
+        short: None,
+        value: Some("JSON|@FILE"),
+        about: "With tool call: accept a form elicitation with these values (a JSON object, or @FILE to read it from a file) when they satisfy the requested schema; otherwise decline, naming the field.",
     },
-    Entry {
-        usage: "--arg NAME=VALUE",
-        about: "With complete: an argument already chosen, sent as context (repeatable).",
+    Flag {
+        long: "output",
+        short: Some('o'),
+        value: Some("FILE"),
+        about: "With resource read: write the contents, text or binary, to FILE (FILE.2, FILE.3, ... for more than one) instead of printing them. With tool call: write images and audio of the result there, the same way. - writes them to stdout when it is not a terminal.",
     },
-    Entry { usage: "-h, --help", about: "Show help and exit." },
+    Flag {
+        long: "quiet",
+        short: Some('q'),
+        value: None,
+        about: "With ask: no progress lines (tool calls, notices) on stderr; the answer still goes to stdout.",
+    },
+    Flag {
+        long: "prompt-permissions",
+        short: None,
+        value: None,
+        about: "With ask: before an action that needs approval, ask on the terminal (/dev/tty): y runs it once, a allows it for the rest of the run, n refuses (with an optional note for the model); elicitation forms are filled there too. Without it, such an action fails back to the model and the run goes on, and an elicitation ends the run with exit 3.",
+    },
+    Flag {
+        long: "no-stdin",
+        short: None,
+        value: None,
+        about: "With ask: do not read stdin when the prompt is given as arguments (by default piped stdin is attached to the prompt as a <stdin> block).",
+    },
+    Flag {
+        long: "system",
+        short: None,
+        value: Some("TEXT"),
+        about: "With ask: use TEXT as the system prompt instead of nod's own (the list of configured servers and the runtime context are still added).",
+    },
+    Flag {
+        long: "model",
+        short: None,
+        value: Some("ID"),
+        about: "With ask: the model for this run, over NOD_MODEL and the model of settings.json.",
+    },
+    Flag {
+        long: "max-steps",
+        short: None,
+        value: Some("N"),
+        about: "With ask: at most N model requests in the run (default NOD_MAX_AGENT_STEPS, else max_agent_steps of settings.json, else 50).",
+    },
+    Flag {
+        long: "full-access",
+        short: None,
+        value: None,
+        about: "Permission mode full-access for this process: every tool runs without asking, and no rule is consulted. Also accepted before the command (nod --full-access ask ...).",
+    },
+    Flag { long: "yolo", short: None, value: None, about: "Same as --full-access." },
+    Flag {
+        long: "context-limit",
+        short: None,
+        value: Some("NAME=BYTES|off"),
+        about: "Override one context limit for this run (repeatable; also before the command): mcp_description_bytes, mcp_search_result_bytes, mcp_server_instructions_bytes, mcp_selected_schema_bytes or max_tool_result_bytes. off means the 64 MiB ceiling.",
+    },
+    Flag { long: "help", short: Some('h'), value: None, about: "Show help and exit." },
 ];
 
-pub const EXIT_STATUS: &[Entry] = &[
-    Entry { usage: "0", about: "Success." },
-    Entry {
-        usage: "1",
-        about: "A tool call failed: the tool reported an error (isError), or the server refused the call with a JSON-RPC error; in --jsonl mode, any line failed.",
+const CONNECTS: &[&str] = &["json", "timeout", "startup-timeout"];
+
+pub const COMMANDS: &[Command] = &[
+    Command {
+        path: "mcp path",
+        usage: &["nod mcp path"],
+        about: "Print the path of the MCP profile ($NOD_HOME/mcp.json, by default ~/.nod/mcp.json).",
+        flags: &["json"],
+        args: &[],
+        examples: &[("nod mcp path", "Where the profile is."), ("$EDITOR \"$(nod mcp path)\"", "Edit it by hand.")],
     },
-    Entry { usage: "2", about: "Usage, configuration or connection error." },
-    Entry { usage: "3", about: "A server asked for input that nod could not collect (--elicit fail)." },
-    Entry { usage: "130", about: "Interrupted (Ctrl-C): requests in flight were cancelled and servers shut down." },
+    Command {
+        path: "mcp add",
+        usage: &[
+            "nod mcp add [--env NAME=VALUE]... <name> <command> [args...]",
+            "nod mcp add --transport http|sse <name> <url>",
+        ],
+        about: "Add or replace a server in the profile. A local stdio server runs <command> with everything after it as its own arguments, dashes included; a remote one is reached at <url> (https, or http to localhost) over Streamable HTTP (http) or legacy HTTP+SSE (sse). A command that looks like a URL is refused: use --transport. Names contain only ASCII letters, digits, _ and -. The write is atomic, keeps every other entry and field, and leaves the file private (0600).",
+        flags: &["env", "transport", "json"],
+        args: &[Arg::Free, Arg::Free],
+        examples: &[
+            ("nod mcp add files npx -y @modelcontextprotocol/server-filesystem ~/notes", "A local server."),
+            (
+                "nod mcp add --env LOG_LEVEL=warn memory npx -y @modelcontextprotocol/server-memory",
+                "With an environment variable.",
+            ),
+            ("nod mcp add --transport http remote https://mcp.example.com/mcp", "A remote server."),
+        ],
+    },
+    Command {
+        path: "mcp remove",
+        usage: &["nod mcp remove <name>"],
+        about: "Remove a server from the profile.",
+        flags: &["json"],
+        args: &[Arg::Server],
+        examples: &[("nod mcp remove files", "Forget the server files.")],
+    },
+    Command {
+        path: "mcp list",
+        usage: &["nod mcp list [--connect]"],
+        about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. On a terminal each server's lines appear as it becomes ready, with the time waited so far on stderr; piped or with --json, one document at the end. Health output never shows commands, environment values, headers or URLs.",
+        flags: &["connect", "json", "timeout", "startup-timeout"],
+        args: &[],
+        examples: &[
+            ("nod mcp list", "The configuration, without connecting."),
+            ("nod mcp list --connect", "Start everything and show health."),
+            ("nod mcp list --connect --json | jq '.servers[] | select(.state != \"ready\")'", "Servers that failed."),
+        ],
+    },
+    Command {
+        path: "mcp auth",
+        usage: &["nod mcp auth <name> [--open]"],
+        about: "Authorize a remote server with OAuth: nod discovers the authorization server, registers itself once per authorization server and reuses that client (or uses oauth.client_id or a client metadata document), prints the authorization URL and waits for the browser's redirect to a listener on 127.0.0.1. Every URL that OAuth reaches must be https, or http to a loopback host; link-local and unspecified addresses are refused, before anything is sent. --open launches the browser (the BROWSER command, else xdg-open); on a machine without one, paste the final redirect URL on stdin. Tokens and the registered client are stored in $NOD_HOME/credentials.json (0600); tokens are refreshed before they expire.",
+        flags: &["open", "json", "timeout", "startup-timeout"],
+        args: &[Arg::Server],
+        examples: &[
+            ("nod mcp auth notion --open", "Authorize in the browser."),
+            ("nod mcp auth notion", "Headless: open the printed URL anywhere, paste the redirect URL."),
+        ],
+    },
+    Command {
+        path: "mcp logout",
+        usage: &["nod mcp logout <name>"],
+        about: "Delete the server's stored credentials and client registrations, and revoke the token where the authorization server offers revocation.",
+        flags: &["json"],
+        args: &[Arg::Server],
+        examples: &[("nod mcp logout notion", "Forget and revoke the tokens.")],
+    },
+    Command {
+        path: "mcp trust approve",
+        usage: &["nod mcp trust approve <name>"],
+        about: "Approve a project server from the workspace's .mcp.json. nod first prints what the entry runs or contacts, as written in the file: for a local server the command and every argument in full, the working directory and the environment with its template values; for a remote one the URL and the header names, never header values; and which of your environment variables its ${VAR} templates read. The choice is saved in $NOD_HOME/settings.json under the workspace's path, bound to a fingerprint of what was shown: if the entry's command, arguments, working directory, environment names or values, URL or headers change, it is pending again. If .mcp.json changes between showing and saving, nothing is approved.",
+        flags: &["json"],
+        args: &[Arg::ProjectServer],
+        examples: &[("nod mcp trust approve everything", "Review the entry and approve it.")],
+    },
+    Command {
+        path: "mcp trust reject",
+        usage: &["nod mcp trust reject <name>"],
+        about: "Reject a project server: it stays off in this workspace until approved.",
+        flags: &["json"],
+        args: &[Arg::ProjectServer],
+        examples: &[("nod mcp trust reject everything", "Keep it off.")],
+    },
+    Command {
+        path: "mcp trust approve-all",
+        usage: &["nod mcp trust approve-all [--yes]"],
+        about: "Show every project server of the workspace as approve does, then approve them all. On a terminal nod asks first ([y/N]: only y or yes approves); when stdin is not a terminal it refuses unless --yes is given. A profile server of the same name wins over a project entry, and approving one warns about it.",
+        flags: &["yes", "json"],
+        args: &[],
+        examples: &[
+            ("nod mcp trust approve-all", "Review them all and answer y."),
+            ("nod mcp trust approve-all --yes", "In a script, after reviewing .mcp.json."),
+        ],
+    },
+    Command {
+        path: "mcp trust reset",
+        usage: &["nod mcp trust reset"],
+        about: "Forget the workspace's choices: every project server is pending again.",
+        flags: &["json"],
+        args: &[],
+        examples: &[("nod mcp trust reset", "Start over.")],
+    },
+    Command {
+        path: "mcp tool list",
+        usage: &["nod mcp tool list <server>"],
+        about: "List the server's tools (every page), one a line with how to call it: the name, each parameter as name:type (optional ones in brackets), the description's first line, and [task required] or [unusable: reason] for tools nod will not call.",
+        flags: CONNECTS,
+        args: &[Arg::Server],
+        examples: &[
+            ("nod mcp tool list everything", "get-sum a:number b:number  Returns the sum of two numbers"),
+            ("nod mcp tool list everything --json | jq -r '.tools[].name'", "Just the names."),
+        ],
+    },
+    Command {
+        path: "mcp tool show",
+        usage: &["nod mcp tool show <server> <tool>"],
+        about: "Show one tool: its signature, full description, annotations, and its input and output schemas.",
+        flags: CONNECTS,
+        args: &[Arg::Server, Arg::Tool],
+        examples: &[("nod mcp tool show everything get-sum", "What get-sum takes and returns.")],
+    },
+    Command {
+        path: "mcp tool call",
+        usage: &["nod mcp tool call <server> <tool> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
+        about: "Call a tool. The arguments are a JSON object (default {}): given inline, read from stdin with -, or from a file with @FILE; --arg adds one argument at a time. Text results are printed; images and audio are summarized, or written with -o. Progress from long calls is shown on stderr. With --jsonl, read one arguments object per stdin line and write one result per line, in input order; a failed line is {\"error\": {\"kind\", \"message\", \"server\"}} and a summary goes to stderr.",
+        flags: &["arg", "jsonl", "parallel", "elicit", "elicit-answer", "output", "json", "timeout", "startup-timeout"],
+        args: &[Arg::Server, Arg::Tool, Arg::Free],
+        examples: &[
+            ("nod mcp tool call everything get-sum --arg a=2 --arg b=3", "Arguments one by one."),
+            ("nod mcp tool call files write_file @args.json", "Arguments from a file (any size)."),
+            (
+                "printf '{\"message\":\"a\"}\\n{\"message\":\"b\"}\\n' | nod mcp tool call everything echo --jsonl --parallel 8",
+                "Many calls, eight in flight.",
+            ),
+        ],
+    },
+    Command {
+        path: "mcp resource list",
+        usage: &["nod mcp resource list <server>"],
+        about: "List the server's resources (every page).",
+        flags: CONNECTS,
+        args: &[Arg::Server],
+        examples: &[("nod mcp resource list everything", "URIs, names and types.")],
+    },
+    Command {
+        path: "mcp resource templates",
+        usage: &["nod mcp resource templates <server>"],
+        about: "List the server's resource templates (every page).",
+        flags: CONNECTS,
+        args: &[Arg::Server],
+        examples: &[("nod mcp resource templates everything", "URI templates.")],
+    },
+    Command {
+        path: "mcp resource read",
+        usage: &["nod mcp resource read <server> <uri> [-o FILE]"],
+        about: "Read a resource. Text contents are printed, binary ones are never written raw to a terminal; with -o every content, text or binary, goes to FILE instead.",
+        flags: &["output", "json", "timeout", "startup-timeout"],
+        args: &[Arg::Server, Arg::Free],
+        examples: &[
+            (
+                "nod mcp resource read everything demo://resource/static/document/architecture.md",
+                "Print a text resource.",
+            ),
+            ("nod mcp resource read everything demo://resource/dynamic/blob/1 -o blob.bin", "Save a binary one."),
+        ],
+    },
+    Command {
+        path: "mcp resource complete",
+        usage: &["nod mcp resource complete <server> <uri-template> <variable> [value]"],
+        about: "Ask the server to complete a template variable. --arg NAME=VALUE passes variables already chosen.",
+        flags: &["arg", "json", "timeout", "startup-timeout"],
+        args: &[Arg::Server, Arg::Free, Arg::Free, Arg::Free],
+        examples: &[(
+            "nod mcp resource complete everything 'demo://resource/dynamic/text/{resourceId}' resourceId 1",
+            "Values for resourceId.",
+        )],
+    },
+    Command {
+        path: "mcp prompt list",
+        usage: &["nod mcp prompt list <server>"],
+        about: "List the server's prompts (every page), with their arguments (optional ones in brackets).",
+        flags: CONNECTS,
+        args: &[Arg::Server],
+        examples: &[("nod mcp prompt list everything", "Prompts and their arguments.")],
+    },
+    Command {
+        path: "mcp prompt get",
+        usage: &["nod mcp prompt get <server> <name> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
+        about: "Get a prompt. The arguments are a JSON object whose values are strings: inline, from stdin with -, from a file with @FILE, or one at a time with --arg.",
+        flags: &["arg", "json", "timeout", "startup-timeout"],
+        args: &[Arg::Server, Arg::Prompt, Arg::Free],
+        examples: &[
+            ("nod mcp prompt get everything args-prompt --arg city=Paris", "A prompt with one argument."),
+            ("nod mcp prompt get everything simple-prompt --json", "The raw messages."),
+        ],
+    },
+    Command {
+        path: "mcp prompt complete",
+        usage: &["nod mcp prompt complete <server> <name> <argument> [value]"],
+        about: "Ask the server to complete a prompt argument. --arg NAME=VALUE passes arguments already chosen.",
+        flags: &["arg", "json", "timeout", "startup-timeout"],
+        args: &[Arg::Server, Arg::Prompt, Arg::Free, Arg::Free],
+        examples: &[(
+            "nod mcp prompt complete everything completable-prompt department E",
+            "Departments starting with E.",
+        )],
+    },
+    Command {
+        path: "mcp help",
+        usage: &["nod mcp help [command]"],
+        about: "Show the help of nod mcp, or of one of its commands.",
+        flags: &[],
+        args: &[Arg::Topic, Arg::Topic, Arg::Topic],
+        examples: &[("nod mcp help tool call", "Same as nod mcp tool call --help.")],
+    },
+    Command {
+        path: "ask",
+        usage: &["nod ask [FLAGS] [--] [prompt...]"],
+        about: "Ask the model a question for a script. The prompt is the words after the flags (everything from the first word on, dashes included), or all of stdin when there are none; with both, piped stdin is attached to the prompt as a <stdin> block (up to 4 MiB in all). The model finds MCP tools with capability_search and calls them; the answer streams to stdout, and tool lines (● name and its arguments, ✗ why on failure), notices and errors go to stderr. Required servers start first; the others start on the first use of MCP; pending project servers are named and skipped; nod ask never starts an OAuth flow. Exit status: 0 answered, 1 the model or the provider failed, 2 usage or configuration error, 3 a server asked for input nobody could give, 130 interrupted.",
+        flags: &[
+            "json",
+            "quiet",
+            "prompt-permissions",
+            "no-stdin",
+            "system",
+            "model",
+            "max-steps",
+            "full-access",
+            "yolo",
+            "context-limit",
+        ],
+        args: &[Arg::Free],
+        examples: &[
+            (
+                "nod ask \"what is in my notes about the Q3 plan?\"",
+                "One question; the model searches the MCP tools it needs.",
+            ),
+            ("git diff | nod ask review this change", "Piped input rides along with the question."),
+            ("nod ask --json \"list open issues\" | jq -r .final_output", "For scripts: one JSON object at the end."),
+            ("nod ask --prompt-permissions \"tidy ~/notes\"", "Approve each action on the terminal."),
+        ],
+    },
+    Command {
+        path: "permissions",
+        usage: &["nod permissions [--json]"],
+        about: "Show the effective permission mode and rules, each with where it comes from (default, settings.json, its workspaces entry, NOD_PERMISSION_MODE, --full-access), in the order they apply: the last matching rule wins.",
+        flags: &["json", "full-access", "yolo"],
+        args: &[],
+        examples: &[("nod permissions", "The mode and the rules."), ("nod permissions --json | jq .rules", "As JSON.")],
+    },
+    Command {
+        path: "status",
+        usage: &["nod status [--json]"],
+        about: "Show configuration: the profile, project servers and their trust, configuration issues, and whether settings and credential files exist. Starts no server and opens no credential storage; the MCP connection is reported as not_checked.",
+        flags: &["json"],
+        args: &[],
+        examples: &[
+            ("nod status", "What nod would use here."),
+            ("nod status --json | jq .project", "Project servers and their trust."),
+        ],
+    },
+    Command {
+        path: "doctor",
+        usage: &["nod doctor [--json]"],
+        about: "Check the configuration without connecting or running anything: file and folder permissions, profile and project issues, stdio programs that are not on PATH, project servers awaiting approval. Prints the command that fixes each finding, and exits 2 when it finds a problem.",
+        flags: &["json"],
+        args: &[],
+        examples: &[
+            ("nod doctor", "Findings with their fixes."),
+            ("nod doctor --json | jq .problems", "How many problems."),
+        ],
+    },
+    Command {
+        path: "completions",
+        usage: &["nod completions bash|zsh|fish"],
+        about: "Print a completion script for the shell. It completes commands and flags, server names from the profile, and tool and prompt names that earlier listings (tool list, tool call, prompt list, list --connect) saved in $NOD_HOME/completion.json; nothing connects to a server while you complete.",
+        flags: &[],
+        args: &[Arg::Shell],
+        examples: &[
+            ("source <(nod completions bash)", "In ~/.bashrc."),
+            ("nod completions zsh > \"${fpath[1]}/_nod\"", "For zsh."),
+            ("nod completions fish > ~/.config/fish/completions/nod.fish", "For fish."),
+        ],
+    },
+    Command {
+        path: "help",
+        usage: &["nod help [command]"],
+        about: "Show this help, or the help of a command (nod help mcp, nod help mcp tool call).",
+        flags: &[],
+        args: &[Arg::Topic, Arg::Topic, Arg::Topic, Arg::Topic],
+        examples: &[("nod help mcp", "The nod mcp commands.")],
+    },
 ];
 
-pub const ENVIRONMENT: &[Entry] = &[
-    Entry { usage: "NOD_HOME", about: "nod's private folder, instead of ~/.nod." },
-    Entry {
-        usage: "NOD_LOG, RUST_LOG",
-        about: "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack (ureq, ureq_proto, rustls) never logs below debug, whatever the filter says: its trace output would show credentials.",
-    },
+/// The commands `nod --help` lists; `mcp` stands for the whole group.
+pub const NOD_OVERVIEW: &[(&str, &str)] = &[
+    ("nod mcp <command>", "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1)."),
+    ("nod ask [FLAGS] <prompt>", "Ask the model; it finds and calls MCP tools. For scripts and pipelines."),
+    ("nod permissions [--json]", "Show the permission mode and rules, with their sources."),
+    ("nod status [--json]", "Show configuration, without connecting."),
+    ("nod doctor [--json]", "Check the configuration and print the fix for each finding."),
+    ("nod completions bash|zsh|fish", "Print a shell completion script."),
+    ("nod help [command]", "Show this help, or a command's."),
 ];
 
-/// `--help` text.
-pub fn render(page: Page) -> String {
-    let mut out = String::new();
-    match page {
-        Page::Nod => {
-            out.push_str(&format!(
-                "nod {}: a command-line agent whose every capability comes from MCP servers\n\n",
-                env!("CARGO_PKG_VERSION")
-            ));
-            out.push_str("USAGE:\n    nod [FLAGS] <command> ...\n\nCOMMANDS:\n");
-            section(&mut out, NOD_COMMANDS);
-            out.push_str("\nFLAGS:\n");
-            section(&mut out, NOD_FLAGS);
-        }
-        Page::Mcp => {
-            out.push_str("nod mcp: configure, inspect and use MCP servers\n\nUSAGE:\n    nod mcp <command> [FLAGS]\n\nCOMMANDS:\n");
-            section(&mut out, MCP_COMMANDS);
-            out.push_str("\nFLAGS:\n");
-            section(&mut out, MCP_FLAGS);
-        }
-    }
-    out.push_str("\nEXIT STATUS:\n");
-    section(&mut out, EXIT_STATUS);
-    out.push_str("\nENVIRONMENT:\n");
-    section(&mut out, ENVIRONMENT);
-    out
+/// Flags of `nod` itself, before the command.
+pub const NOD_FLAGS: &[(&str, &str)] = &[
+    ("-h, --help", "Show help and exit."),
+    ("-V, --version", "Show the version and exit."),
+    ("--full-access, --yolo", "Before ask, permissions or the shell: permission mode full-access for this process."),
+    (
+        "--context-limit NAME=BYTES|off",
+        "Before ask, permissions or the shell: override one context limit (repeatable).",
+    ),
+];
+
+pub const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "Success."),
+    (
+        "1",
+        "A tool call failed: the tool reported an error (isError), or the server refused the call with a JSON-RPC error; in --jsonl mode, any line failed. For nod ask: the model or the provider failed (a refused key, a content filter, retries used up). Reaching the step limit is not a failure.",
+    ),
+    ("2", "Usage, configuration or connection error, or a timeout."),
+    (
+        "3",
+        "A server asked for input that nod could not collect (--elicit fail, or no terminal to ask on); the typed input_required result names the server, the mode, the message and the schema or URL.",
+    ),
+    ("130", "Interrupted (Ctrl-C): requests in flight were cancelled and servers shut down."),
+];
+
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    ("NOD_HOME", "nod's private folder, instead of ~/.nod."),
+    (
+        "NOD_BASE_URL",
+        "The model endpoint, an OpenAI-compatible Chat Completions base URL (default https://api.openai.com/v1; Ollama: http://localhost:11434/v1). Over settings.json base_url.",
+    ),
+    ("NOD_MODEL", "The model (required unless settings.json has model, or --model is given)."),
+    (
+        "NOD_API_KEY, OPENAI_API_KEY",
+        "The API key, sent as a bearer token (NOD_API_KEY first; settings.json api_key_env names another variable). Never printed; never sent over plain http except to this machine.",
+    ),
+    ("NOD_REQUEST_TIMEOUT_MS", "How long a model stream may stay silent before it is retried (default 120000)."),
+    ("NOD_PERMISSION_MODE", "ask or full-access, over settings.json permission_mode."),
+    ("NOD_MAX_AGENT_STEPS", "The step limit of nod ask (digits; 0: no limit), over max_agent_steps."),
+    (
+        "NOD_LOG, RUST_LOG",
+        "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack (ureq, ureq_proto, rustls) never logs below debug, whatever the filter says: its trace output would show credentials.",
+    ),
+];
+
+/// The flag with this long name.
+pub fn flag(long: &str) -> Option<&'static Flag> {
+    FLAGS.iter().find(|f| f.long == long)
 }
 
-fn section(out: &mut String, entries: &[Entry]) {
-    for entry in entries {
-        out.push_str("    ");
-        out.push_str(entry.usage);
-        out.push('\n');
-        for line in wrap(entry.about, 72) {
-            out.push_str("        ");
-            out.push_str(&line);
-            out.push('\n');
-        }
-    }
+/// The command at exactly this path.
+pub fn command(path: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.path == path)
 }
 
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.len() + 1 + word.len() > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
+/// The commands under a group path (`"mcp tool"`), or the one command at that path.
+pub fn under(path: &str) -> Vec<&'static Command> {
+    COMMANDS.iter().filter(|c| c.path == path || c.path.starts_with(&format!("{path} "))).collect()
 }
 
-/// The man page, in roff.
-pub fn man(page: Page) -> String {
-    let version = env!("CARGO_PKG_VERSION");
-    let mut out = String::new();
-    let (name, title, synopsis, description, commands, flags): (_, _, _, &str, _, _) = match page {
-        Page::Nod => ("nod", "NOD", "nod [FLAGS] <command> ...", NOD_DESCRIPTION, NOD_COMMANDS, NOD_FLAGS),
-        Page::Mcp => ("nod-mcp", "NOD-MCP", "nod mcp <command> [FLAGS]", MCP_DESCRIPTION, MCP_COMMANDS, MCP_FLAGS),
-    };
-    out.push_str(&format!(".TH {title} 1 \"\" \"nod {version}\" \"User Commands\"\n"));
-    out.push_str(&format!(
-        ".SH NAME\n{name} \\- {}\n",
-        if page == Page::Nod {
-            "a command-line agent whose every capability comes from MCP servers"
+/// The words that may follow `path` (`"mcp"` → path, add, ..., tool, ...), in table order.
+pub fn next_words(path: &str) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for command in COMMANDS {
+        let rest = if path.is_empty() {
+            Some(command.path)
         } else {
-            "configure, inspect and use MCP servers"
-        }
-    ));
-    out.push_str(&format!(".SH SYNOPSIS\n.B {}\n", roff(synopsis)));
-    out.push_str(".SH DESCRIPTION\n");
-    for para in description.split("\n\n") {
-        out.push_str(&roff(para.trim()));
-        out.push_str("\n.PP\n");
-    }
-    man_section(&mut out, "COMMANDS", commands);
-    man_section(&mut out, "FLAGS", flags);
-    if page == Page::Mcp {
-        out.push_str(".SH PROFILE\n");
-        for para in PROFILE.split("\n\n") {
-            out.push_str(&roff(para.trim()));
-            out.push_str("\n.PP\n");
-        }
-        out.push_str(".SH AUTHENTICATION\n");
-        for para in AUTH.split("\n\n") {
-            out.push_str(&roff(para.trim()));
-            out.push_str("\n.PP\n");
-        }
-        out.push_str(".SH PROJECT SERVERS AND TRUST\n");
-        for para in PROJECT.split("\n\n") {
-            out.push_str(&roff(para.trim()));
-            out.push_str("\n.PP\n");
+            command.path.strip_prefix(path).and_then(|r| r.strip_prefix(' '))
+        };
+        if let Some(word) = rest.and_then(|r| r.split(' ').next())
+            && !out.contains(&word)
+        {
+            out.push(word);
         }
     }
-    man_section(&mut out, "EXIT STATUS", EXIT_STATUS);
-    man_section(&mut out, "ENVIRONMENT", ENVIRONMENT);
-    out.push_str(".SH SEE ALSO\n");
-    out.push_str(if page == Page::Nod { "nod-mcp(1)\n" } else { "nod(1)\n" });
     out
 }
 
-fn man_section(out: &mut String, title: &str, entries: &[Entry]) {
-    out.push_str(&format!(".SH {title}\n"));
-    for entry in entries {
-        out.push_str(&format!(".TP\n.B {}\n{}\n", roff(entry.usage), roff(entry.about)));
+/// The page for a path of words, when it names a command or a group.
+pub fn page(words: &[&str]) -> Option<Page> {
+    let path = words.join(" ");
+    match path.as_str() {
+        "" => return Some(Page::Nod),
+        "mcp" => return Some(Page::Mcp),
+        _ => {}
     }
+    let known = COMMANDS.iter().find(|c| c.path == path).map(|c| c.path);
+    let group = COMMANDS.iter().find(|c| c.path.starts_with(&format!("{path} "))).map(|c| {
+        let n = path.split(' ').count();
+        let end = c.path.match_indices(' ').nth(n - 1).map_or(c.path.len(), |(i, _)| i);
+        &c.path[..end]
+    });
+    known.or(group).map(Page::Command)
 }
-
-fn roff(text: &str) -> String {
-    let escaped = text.replace('\\', "\\\\").replace('-', "\\-");
-    escaped
-        .lines()
-        .map(|l| if l.starts_with('.') || l.starts_with('\'') { format!("\\&{l}") } else { l.to_string() })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-const NOD_DESCRIPTION: &str = "nod is a command-line agent whose every capability comes from MCP (Model Context Protocol) servers. It starts local servers over stdio (newline-delimited JSON-RPC) and talks to remote ones over Streamable HTTP or the legacy HTTP+SSE transport, negotiating protocol 2025-11-25 (and accepting 2025-06-18, 2025-03-26 and, for stdio and legacy SSE, 2024-11-05).
-
-Servers are configured in a private profile, $NOD_HOME/mcp.json (by default ~/.nod/mcp.json). nod mcp uses them from the shell without a model; see nod-mcp(1).
-
-The interactive shell, nod ask and nod acp are not built yet.";
-
-const MCP_DESCRIPTION: &str = "nod mcp manages and uses the MCP servers of the profile without the shell or a model. Each command that needs a server starts it, runs the MCP handshake within the entry's startup_timeout_ms, does its work with operation_timeout_ms per request, and shuts the server down: stdin is closed, then after 1 s SIGTERM goes to the server's process group, then after another 1 s SIGKILL; the process is always reaped.
-
-Lists follow nextCursor to the end. Server output is untrusted: control characters are not written to a terminal, frames over 8 MiB end the connection with a clear error, and a line that is not JSON-RPC is ignored with a warning. Errors name the server, and show the last lines the server wrote to stderr when it died; configured environment values and header values are redacted from every error.
-
-For an exact docker run command without --cidfile, nod injects a container id file in a private temporary folder and removes the container it owns (docker rm -f) after shutdown or a failed start. With your own --cidfile, cleanup remains yours.
-
-A stdio server that dies after a successful start is restarted when it is next needed, up to its restart_limit, after a backoff that doubles from 250 ms; calls in flight when it died fail at once and are not retried. Past the limit it stays down with its last error.
-
-A tool call carries a progress token; the server's progress notifications are shown on stderr, and each one may extend the call's deadline, up to ten times operation_timeout_ms in all. Ctrl-C cancels the requests in flight (notifications/cancelled), shuts the servers down and exits 130.
-
-Answers are checked before they are used: a result that is not an object, a tool result without a content array or with an isError that is not true or false, a prompt without messages or a read without contents is a protocol error naming the server and the method (exit 2). A request whose capability the server did not declare (tools, resources, prompts, completions) is not sent: the error says the server does not offer it. A listing the server answers with method-not-found counts as empty. If initialize is refused without a list of supported versions, nod offers 2025-06-18, then 2025-03-26.
-
-Tool schemas must be JSON Schema 2020-12 (the default) or Draft 7 and valid against their meta-schema; nod never fetches a $ref from the network. A tool whose input or output schema fails is listed with [unusable: reason] and never called; the server's other tools stay usable. A tool that requires MCP Tasks (execution.taskSupport \"required\") is listed with [task required] and never called: nod does not implement tasks. tool call lists the server's tools first to know this. --elicit defaults accepts a form only when the defaults satisfy the requested schema (types, enum, bounds, lengths, formats); otherwise it declines, naming the field. A server that cancels its own request gets no answer to it. A -32042 error (URL elicitation required) is reported like a URL elicitation: the input_required result with the URL, exit 3.";
-
-const AUTH: &str = "A remote server may take static \"headers\", a \"header_env\" map (header name to environment variable), or \"bearer_token_env\"; when it answers 401 to them, the error names the refused fields (never their values). Otherwise nod speaks OAuth when the server answers 401, over Streamable HTTP and legacy HTTP+SSE alike; OAuth also runs beside headers other than Authorization when the entry has an \"oauth\" object (\"oauth\": {} will do) or once nod mcp auth has run for it. nod mcp auth <name> discovers the authorization server (protected resource metadata from the challenge or the well-known URLs, then RFC 8414 or OpenID Connect metadata, whose issuer must match), identifies itself with oauth.client_id (and client_secret_env), or oauth.client_metadata_url where the server supports client metadata documents, or else registers itself, and runs the authorization code flow with PKCE (S256 only; a server that does not advertise it is refused). The state and, when present, the iss of the callback are checked. The resource parameter of the authorization request and of every token request, refreshes included, is the resource that the protected resource metadata publishes, exactly (without such metadata, the server URL). The profile's \"oauth\" fields (resource, issuer, client_id, client_secret_env, client_metadata_url, scopes) override discovery; all are optional.
-
-Every URL that OAuth reaches (resource and authorization server metadata, the authorization, token, registration and revocation endpoints, the client metadata document) must be https, or http to a loopback host (127.0.0.0/8, localhost, [::1]); link-local (169.254.0.0/16, fe80::/10) and unspecified (0.0.0.0, [::]) addresses are refused whatever the scheme, and so are URLs with credentials, whitespace or control characters. nod checks each URL before it sends anything there, and refuses an authorization server any of whose endpoints breaks the rule before registering or showing a URL. Strings from the authorization server (endpoints, callback errors, token errors) are shown on one line without control characters.
-
-A client that nod registers is kept with the credentials, per server and authorization server issuer, and reused by the next authorization with that issuer (with the same callback port, which its redirect URI names); another issuer, an expired client secret, a callback port in use, or a token endpoint that answers invalid_client registers again. nod mcp logout forgets the registrations too.
-
-The callback listens on 127.0.0.1 on a random port and accepts the one request that carries this authorization's state; any other request gets 404 and the flow keeps waiting, so no other local process can end it. --open starts the browser named by BROWSER (a program and its arguments, without a shell), else xdg-open. On a machine without a browser, open the printed URL elsewhere and paste the final redirect URL on nod's standard input.
-
-Tokens are stored in $NOD_HOME/credentials.json (0600, written atomically), per server, and are sent only to a server URL that the resource they were issued for covers (the same origin, and the same path or one below it). They are refreshed a minute before they expire and after a 401 (the request is retried once). A 403 insufficient_scope re-authorizes with the union of the granted and requested scopes, at most three authorizations in one run. A malformed entry affects only its own server and is replaced by the next nod mcp auth, or removed by nod mcp logout, which also revokes the token where the server offers revocation. Commands other than nod mcp auth never start the browser flow by themselves, unless BROWSER is set: they report run nod mcp auth <name>, and the other servers go on. Tokens never appear in output or logs.";
-
-const PROJECT: &str = "A repository can ship Claude-compatible project servers in <workspace>/.mcp.json, of which nod reads only the top-level \"mcpServers\" object: local entries with \"command\" (a string), \"args\", \"env\" and \"cwd\" (a working directory, relative to the workspace unless absolute), remote entries with \"type\" http or sse, \"url\" and \"headers\". The workspace is the nearest folder, from the current directory's canonical path upward, that holds .mcp.json; the search stops at the repository root (the first folder with .git). Without such a file the workspace is the current directory. The file is opened without following a symlink, must be a regular file, and is read up to 1 MiB; anything else is a configuration issue and the profile's servers still work.
-
-Every project server begins pending. Until you approve it, nod does not start its process, contact its endpoint, read an environment variable for it, or load stored credentials for it: nod mcp list shows it as pending, nod mcp list --connect and the other commands skip it with a note on stderr. Approve with nod mcp trust approve <name> (or approve-all), reject with nod mcp trust reject <name>, forget the workspace's choices with nod mcp trust reset. Approving prints exactly what will run: the command and each argument in full, the working directory, and every environment variable with its value as written (templates unexpanded); for a remote server, the host, the URL and the header names. Values are quoted like JSON strings, so control characters show as escapes, and values other than the command line are cut at 200 characters with the rest counted. approve-all asks for confirmation on a terminal and needs --yes elsewhere. Choices live in $NOD_HOME/settings.json, never in .mcp.json, bound to a fingerprint of the entry as shown; if the file changes before the choice is saved, nothing is approved. An approved entry whose command, arguments, working directory, environment names or values, URL or headers change is pending again, and nod mcp list says why.
-
-After approval, ${VAR} and ${VAR:-default} expand in the command, arguments, environment values, headers and URL (not in cwd). A variable that is not set and has no default skips that server with a configuration issue naming the variable, never a value; expanded values share a 1 MiB budget. Strings in the profile are never expanded. Project servers are always optional. The profile wins a same-name project entry.";
-
-const PROFILE: &str = "The profile is a JSON object with one \"mcp\" map from server name to entry (\"mcpServers\" is accepted as an alias; \"mcp\" wins when both exist). Names contain only letters, digits, _ and -.
-
-A local entry has \"type\": \"stdio\" (or \"local\"), and \"command\": [\"program\", \"arg\", ...]; the compatibility form \"command\": \"program\" with \"args\": [...] also works. \"environment\" (or its alias \"env\") maps variable names to string values that override the inherited environment. \"cwd\" sets the working directory.
-
-A remote entry has \"type\": \"http\" (Streamable HTTP) or \"sse\" (legacy HTTP+SSE) and a \"url\", plus optionally \"headers\", \"header_env\", \"bearer_token_env\" and \"oauth\". \"headers\" are sent as they are; \"header_env\" maps a header name to an environment variable read when nod connects; \"bearer_token_env\" names a variable holding a bearer token. A missing variable fails that server alone, naming the variable, never a value. A literal Authorization header is rejected. Header values never appear in output or logs. The URL must be https, or http to localhost, 127.0.0.1 or [::1].
-
-Over Streamable HTTP nod keeps the Mcp-Session-Id the server assigns and sends MCP-Protocol-Version on every request after initialize; answers may be JSON or SSE streams; a stream that ends before its answer is resumed with Last-Event-ID after the server's retry delay, for as long as resumptions deliver events (five empty ones in a row give up), within the request's timeout; a cancelled request's stream is closed at once; a 404 on an expired session starts one new session however many requests noticed, and replays each once; the session is ended with DELETE. An http entry whose initialize gets 400, 404 or 405 (without a JSON-RPC error) falls back to legacy HTTP+SSE. Proxies come from the usual HTTP_PROXY, HTTPS_PROXY and NO_PROXY variables; TLS uses the system's roots.
-
-Every entry may set \"enabled\" (default true), \"required\" (default false), \"startup_timeout_ms\" (default 30000: start, handshake and first discovery), \"operation_timeout_ms\" (default 60000: each request) and \"restart_limit\" (default 1, stdio only). Timeouts above 30 days are taken as 30 days. A broken entry is reported with its name and the fix, and the other entries still load; unknown fields give a warning.";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_mcp_command_is_in_help_and_man() {
-        let help = render(Page::Mcp);
-        let man = man(Page::Mcp);
-        for entry in MCP_COMMANDS.iter().chain(MCP_FLAGS) {
-            assert!(help.contains(entry.usage), "{}", entry.usage);
-            assert!(man.contains(&roff(entry.usage)), "{}", entry.usage);
+    fn every_flag_named_by_a_command_exists_and_every_example_is_nod() {
+        for command in COMMANDS {
+            for name in command.flags {
+                assert!(flag(name).is_some(), "{}: no flag {name}", command.path);
+            }
+            for usage in command.usage {
+                assert!(usage.starts_with(&format!("nod {}", command.path)), "{usage}");
+            }
+            assert!(!command.examples.is_empty(), "{} has no example", command.path);
         }
+    }
+
+    #[test]
+    fn paths_and_groups() {
+        assert_eq!(next_words(""), ["mcp", "ask", "permissions", "status", "doctor", "completions", "help"]);
+        assert_eq!(next_words("mcp tool"), ["list", "show", "call"]);
+        assert_eq!(page(&["mcp", "tool"]), Some(Page::Command("mcp tool")));
+        assert_eq!(page(&["mcp", "tool", "call"]), Some(Page::Command("mcp tool call")));
+        assert_eq!(page(&["status"]), Some(Page::Command("status")));
+        assert_eq!(page(&["mcp", "tol"]), None);
+        assert_eq!(under("mcp trust").len(), 4);
     }
 }

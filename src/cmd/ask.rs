@@ -47,7 +47,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     for issue in &loaded.issues {
         eprintln!("nod: {issue}");
     }
-    super::note_skipped(&loaded);
+    super::one::note_skipped(&loaded);
     let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
     let settings = config::agent::load(&config::settings::path()?, &workspace);
     for issue in &settings.issues {
@@ -61,8 +61,8 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         eprintln!("! full access: nod permission checks are off for this process");
     }
     let (asked_tx, asked) = crossbeam_channel::unbounded();
-    let handler = Arc::new(PolicyHandler { policy: ElicitPolicy::Fail, input_required: Some(asked_tx) });
-    let engine = super::start_engine(ctx);
+    let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
+    let engine = super::one::start_engine(ctx);
     // nod ask never starts an OAuth flow: a server that needs one says so.
     let runtime = Arc::new(Runtime::new(engine, loaded.servers.clone(), handler, Access::default()));
     let failed = runtime.start_required();

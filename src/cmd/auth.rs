@@ -2,42 +2,59 @@
 
 use std::sync::Arc;
 
-use anyhow::bail;
+use serde_json::json;
 
-use super::{Context, Exit, One, print};
+use super::failure::{Kind, fail};
+use super::{Context, Exit, One, print, print_json};
 use crate::config::Transport;
 use crate::oauth::{self, store};
 use crate::session::Access;
-use crate::session::catalog::{self, Kind};
+use crate::session::catalog::{self, Kind as Catalog};
 
 pub fn auth(name: &str, open: bool, ctx: &Context) -> anyhow::Result<Exit> {
-    let loaded = super::load_profile(Some(name), ctx)?;
-    let config = super::find_server(&loaded, name)?;
+    let loaded = super::one::load_profile(Some(name), ctx)?;
+    let config = super::one::find_server(&loaded, name)?;
     if matches!(config.transport, Transport::Stdio(_)) {
-        bail!(
-            "server {name} is a local server; authorization is for remote servers (give a stdio server its credentials in environment)"
-        );
+        return Err(fail(
+            Kind::Usage,
+            format!(
+                "server {name} is a local server; authorization is for remote servers (give a stdio server its credentials in its environment)"
+            ),
+        ));
     }
     // Connecting and listing reaches whatever the server protects; a 401 on the way runs the
     // authorization flow, afresh (stored tokens are ignored).
-    let access = Access { browser: Some(Arc::new(super::browser::Interactive { open })), fresh: true };
-    let one = One::connect_with(name, super::no_input(), &access, ctx)?;
+    let access = Access {
+        browser: Some(Arc::new(super::browser::Interactive { open })),
+        fresh: true,
+        redactor: ctx.redactor.clone(),
+    };
+    let one = One::connect_with(name, super::one::no_input(), &access, ctx)?;
     if one.session().has("tools") {
-        catalog::list(one.session(), Kind::Tools)?;
+        catalog::list(one.session(), Catalog::Tools)?;
     }
     drop(one);
-    match store::state(&store::path()?, name) {
-        store::Stored::Valid => print(&format!(
-            "authorized server {name}; the token is stored privately in {}\n",
-            store::path()?.display()
-        ))?,
-        _ => print(&format!("server {name} did not ask for authorization\n"))?,
+    let path = store::path()?;
+    let authorized = store::state(&path, name) == store::Stored::Valid;
+    if ctx.options.json {
+        print_json(&json!({ "server": name, "authorized": authorized, "credentials": path }))?;
+    } else if authorized {
+        print(&format!("authorized server {name}; the token is stored privately in {}\n", path.display()))?;
+    } else {
+        print(&format!("server {name} did not ask for authorization\n"))?;
     }
     Ok(Exit::Ok)
 }
 
-pub fn logout(name: &str) -> anyhow::Result<Exit> {
+pub fn logout(name: &str, json: bool) -> anyhow::Result<Exit> {
+    if store::state(&store::path()?, name) == store::Stored::None {
+        return Err(fail(Kind::NotFound, format!("no stored credentials for server {name}")));
+    }
     let message = oauth::logout(name)?;
-    print(&format!("{message}\n"))?;
+    if json {
+        print_json(&json!({ "server": name, "message": message }))?;
+    } else {
+        print(&format!("{message}\n"))?;
+    }
     Ok(Exit::Ok)
 }

@@ -1,6 +1,11 @@
 //! `nod mcp list`: the configuration view, and with `--connect` a live health snapshot of
-//! every enabled server, connected in parallel. Neither shows commands, environment values,
+//! every enabled server, connected in parallel. On a terminal each server's lines appear as
+//! it becomes ready, with the servers still awaited and the time so far on stderr; piped or
+//! with `--json`, one document at the end. Neither view shows commands, environment values,
 //! headers or URLs.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -10,22 +15,42 @@ use crate::config::project::{Entry, Trust};
 use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity, Transport};
 use crate::session::Access;
 use crate::session::fleet::{Fleet, Health, State};
-use crate::util::one_line;
+use crate::util::{one_line, redact_urls};
 
-pub fn run(connect: bool, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
-    let loaded = crate::config::load_native()?;
-    ctx.redactor.add(loaded.secrets());
+pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    let json = ctx.options.json;
+    let loaded = super::one::load_quietly(ctx)?;
     if !connect {
         return configuration(&loaded, json);
     }
-    super::note_skipped(&loaded);
-    let engine = super::start_engine(ctx);
-    let access = Access { browser: super::browser::from_environment(), fresh: false };
-    let (fleet, healths) = Fleet::connect_and_check(&engine, &loaded.servers, super::no_input(), &access);
+    super::one::note_skipped(&loaded);
+    let engine = super::one::start_engine(ctx);
+    let access = Access { browser: super::browser::from_environment(), fresh: false, redactor: ctx.redactor.clone() };
+    let progressive = !json && super::stdout_is_terminal();
+    let enabled: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+    if progressive {
+        print(&format!("MCP health ({}):\n", count(loaded.servers.len())))?;
+    }
+    let (tx, rx) = crossbeam_channel::unbounded::<Health>();
+    let (fleet, healths) = std::thread::scope(|scope| {
+        let printer = progressive.then(|| scope.spawn(|| show_as_ready(&rx, &enabled, ctx)));
+        let each = move |health: &Health| {
+            let _ = tx.send(health.clone());
+        };
+        let done = Fleet::connect_and_check_each(&engine, &loaded.servers, super::one::no_input(), &access, &each);
+        drop(each);
+        if let Some(printer) = printer {
+            let _ = printer.join();
+        }
+        done
+    });
     // The engine closes every connection in parallel; dropping the fleet first would close
     // them one after another.
     engine.shutdown();
     drop(fleet);
+    for health in &healths {
+        super::names::remember_names(&health.name, Some(health.tool_names.clone()), Some(health.prompt_names.clone()));
+    }
     let failed = healths.iter().any(|h| h.state == State::Failed);
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
     if json {
@@ -37,14 +62,60 @@ pub fn run(connect: bool, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
             "issues": issues_json(&loaded.issues),
         }))?;
     } else {
-        let mut out = format!("MCP health ({}):\n", count(healths.len()));
-        for health in &healths {
-            out.push_str(&health_text(health, ctx));
+        let mut out = String::new();
+        if !progressive {
+            out = format!("MCP health ({}):\n", count(healths.len()));
+            for health in &healths {
+                out.push_str(&health_text(health, ctx));
+            }
         }
         out.push_str(&issues_text(&loaded.issues));
         print(&out)?;
     }
     Ok(if failed || has_errors { Exit::Failure } else { Exit::Ok })
+}
+
+/// Prints each server's lines as its health arrives; on a terminal's stderr, the servers
+/// still awaited and the time so far, redrawn in place.
+fn show_as_ready(rx: &crossbeam_channel::Receiver<Health>, names: &[&str], ctx: &Context) {
+    let status = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut waiting: Vec<&str> = names.to_vec();
+    let draw = |waiting: &[&str]| {
+        if status && !waiting.is_empty() {
+            let mut shown = waiting.iter().take(4).copied().collect::<Vec<_>>().join(", ");
+            if waiting.len() > 4 {
+                shown.push_str(", ...");
+            }
+            eprint!("\r\x1b[Knod: waiting for {shown} ({})", crate::util::seconds(round(started.elapsed())));
+        }
+    };
+    let clear = || {
+        if status {
+            eprint!("\r\x1b[K");
+        }
+    };
+    draw(&waiting);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(health) => {
+                clear();
+                waiting.retain(|n| *n != health.name);
+                if print(&health_text(&health, ctx)).is_err() {
+                    return;
+                }
+                draw(&waiting);
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => draw(&waiting),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    clear();
+}
+
+/// A duration to a tenth of a second, for a line redrawn often.
+fn round(elapsed: Duration) -> Duration {
+    Duration::from_millis(elapsed.as_millis() as u64 / 100 * 100)
 }
 
 fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
@@ -155,14 +226,15 @@ fn count(n: usize) -> String {
     if n == 1 { "1 server".into() } else { format!("{n} servers") }
 }
 
-/// A health error as shown: one line, every secret and URL redacted.
+/// A health error as shown: one line, every secret and every URL redacted (health output
+/// shows no URL, whatever the error quotes).
 fn shown_error(health: &Health, ctx: &Context) -> Option<String> {
-    health.error.as_ref().map(|e| ctx.redactor.redact(&one_line(e)))
+    health.error.as_ref().map(|e| redact_urls(&ctx.redactor.redact(&one_line(e))))
 }
 
 /// Server-chosen names pass the same redactor as errors: a server may echo a secret.
 fn shown_info(text: &Option<String>, ctx: &Context) -> Option<String> {
-    text.as_ref().map(|t| ctx.redactor.redact(t))
+    text.as_ref().map(|t| redact_urls(&ctx.redactor.redact(t)))
 }
 
 fn health_json(health: &Health, ctx: &Context) -> Value {

@@ -1,15 +1,21 @@
 //! The front end of `nod mcp`: each command loads the profile, starts the servers it needs
 //! on one engine, does its work, prints, and shuts everything down. With `cli`, the only
-//! module that prints.
+//! module that prints. A failure is printed once, redacted, as `nod: ...` on stderr and,
+//! under `--json`, as `{"error": {...}}` on stdout (`failure`).
 
 mod ask;
 mod auth;
 mod browser;
 mod edit;
+mod elicit_tty;
+pub mod failure;
 pub mod form;
 pub mod interrupt;
 mod list;
 pub mod logging;
+mod names;
+mod one;
+mod output;
 mod prompt;
 mod render;
 mod resource;
@@ -18,26 +24,21 @@ mod tool;
 mod trust;
 
 use std::io::Write;
-use std::sync::Arc;
 
-use anyhow::{anyhow, bail};
-
-use crate::cli::{Command, Mcp};
-use crate::config::project::Trust;
-use crate::config::{self, Loaded, ServerConfig, Severity};
-use crate::dispatch::{Engine, InboundHandler};
-use crate::session::elicit::{Policy, PolicyHandler};
-use crate::session::supervisor::Supervised;
-use crate::session::{Access, Session};
+use crate::cli::{Command, Mcp, Options, UsageError};
 use crate::util::{Redactor, Trigger};
+use failure::Kind;
+use one::One;
 
 /// What every command gets from `main`: values, not globals.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Context {
     /// The secrets to keep out of every message; the logger holds the same one.
     pub redactor: Redactor,
     /// Fired by Ctrl-C, SIGTERM or SIGHUP: the command stops and exits 130.
     pub interrupt: Trigger,
+    /// `--json` and the timeouts of this `nod mcp` run.
+    pub options: Options,
 }
 
 /// How a command ends.
@@ -50,16 +51,31 @@ pub enum Exit {
     Interrupted = 130,
 }
 
-/// Runs a parsed command. Errors are printed once, redacted, as `nod: ...`.
+/// Runs a parsed command. Errors are printed once, redacted, as `nod: ...` (and as JSON on
+/// stdout under `--json`).
 pub fn run(command: Command, ctx: &Context) -> Exit {
-    let result = match command {
-        Command::Help(page) => print(&crate::cli::help::render(page)).map(|()| Exit::Ok),
-        Command::Version => print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok),
-        Command::GenerateMan(page) => print(&crate::cli::help::man(page)).map(|()| Exit::Ok),
-        Command::Shell => {
-            Err(anyhow!("the interactive shell is not built yet; see nod --help for what nod can do now"))
+    let (json, server, fallback) = match &command {
+        Command::Mcp(mcp, options) => {
+            let edits = matches!(mcp, Mcp::Path | Mcp::Add(_) | Mcp::Remove { .. } | Mcp::Trust(_));
+            (options.json, mcp.server().map(str::to_string), if edits { Kind::Config } else { Kind::Connection })
         }
-        Command::Mcp(mcp) => run_mcp(mcp, ctx),
+        Command::Status { json } | Command::Doctor { json } => (*json, None, Kind::Config),
+        _ => (false, None, Kind::Usage),
+    };
+    let result = match command {
+        Command::Help(page) => print(&crate::cli::man::render(page)).map(|()| Exit::Ok),
+        Command::Version => print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok),
+        Command::GenerateMan(page) => print(&crate::cli::man::man(page)).map(|()| Exit::Ok),
+        Command::Shell(_) => Err(failure::fail(
+            Kind::Usage,
+            "the interactive shell is not built yet; see nod --help for what nod can do now",
+        )),
+        Command::Completions(shell) => print(shell.script()).map(|()| Exit::Ok),
+        Command::Complete(words) => names::complete(&words),
+        Command::Mcp(mcp, options) => {
+            let ctx = Context { options, ..ctx.clone() };
+            run_mcp(mcp, &ctx)
+        }
         Command::Ask(ask) => return ask::ask(ask, ctx),
         Command::Permissions { globals, json } => permissions(&globals, json),
         Command::Status { json } => status::status(json),
@@ -68,11 +84,14 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
     let exit = match result {
         Ok(exit) => exit,
         Err(err) if is_broken_pipe(&err) => Exit::Ok,
-        Err(_) if ctx.interrupt.is_fired() => Exit::Interrupted,
-        Err(err) => {
-            eprintln!("nod: {}", ctx.redactor.redact(&format!("{err:#}")));
-            Exit::Failure
+        Err(_) if ctx.interrupt.is_fired() => {
+            if json {
+                let err = failure::fail(Kind::Interrupted, "interrupted; requests in flight were cancelled");
+                return report(&err, json, server.as_deref(), Kind::Interrupted, ctx);
+            }
+            Exit::Interrupted
         }
+        Err(err) => report(&err, json, server.as_deref(), fallback, ctx),
     };
     if ctx.interrupt.is_fired() {
         return Exit::Interrupted;
@@ -82,6 +101,7 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
 
 /// `nod permissions [--json]`: the effective mode and rules, with their sources.
 fn permissions(globals: &crate::cli::Globals, json: bool) -> anyhow::Result<Exit> {
+    use crate::config;
     let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
     let settings = config::agent::load(&config::settings::path()?, &workspace);
     for issue in &settings.issues {
@@ -96,169 +116,61 @@ fn permissions(globals: &crate::cli::Globals, json: bool) -> anyhow::Result<Exit
     Ok(Exit::Ok)
 }
 
+/// Prints a failure: the message on stderr, and with `json` the error document on stdout.
+fn report(err: &anyhow::Error, json: bool, server: Option<&str>, fallback: Kind, ctx: &Context) -> Exit {
+    let kind = failure::kind_of(err).unwrap_or(fallback);
+    let message = ctx.redactor.redact(&failure::message(err));
+    eprintln!("nod: {}", crate::util::terminal_safe(&message));
+    if json {
+        let redact = |text: &str| ctx.redactor.redact(text);
+        let _ = print_json(&failure::to_json(kind, &message, server, Some(err), &redact));
+    }
+    kind.exit()
+}
+
+/// A command line nod could not parse: `nod: ...` on stderr, and the usage error as JSON
+/// when the command line asked for `--json`.
+pub fn report_usage(err: &UsageError, args: &[std::ffi::OsString]) -> Exit {
+    eprintln!("nod: {err}");
+    if args.iter().any(|a| a == "--json") {
+        let _ = print_json(&failure::to_json(Kind::Usage, &err.message, None, None, &|t| t.to_string()));
+    }
+    Exit::Failure
+}
+
 fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
+    let json = ctx.options.json;
     match mcp {
         Mcp::Path => {
-            print(&format!("{}\n", config::profile::path()?.display()))?;
+            let path = crate::config::profile::path()?;
+            if json {
+                print_json(&serde_json::json!({ "path": path }))?;
+            } else {
+                print(&format!("{}\n", path.display()))?;
+            }
             Ok(Exit::Ok)
         }
-        Mcp::Add(add) => edit::add(add),
-        Mcp::Remove { name } => edit::remove(&name),
+        Mcp::Add(add) => edit::add(add, json),
+        Mcp::Remove { name } => edit::remove(&name, json),
         Mcp::Trust(command) => trust::run(command, ctx),
         Mcp::Auth { name, open } => auth::auth(&name, open, ctx),
-        Mcp::Logout { name } => auth::logout(&name),
-        Mcp::List { connect, json } => list::run(connect, json, ctx),
-        Mcp::ToolList { server, json } => tool::list(&server, json, ctx),
-        Mcp::ToolCall(call) => tool::call(call, ctx),
-        Mcp::ResourceList { server, json } => resource::list(&server, json, false, ctx),
-        Mcp::ResourceTemplates { server, json } => resource::list(&server, json, true, ctx),
-        Mcp::ResourceRead { server, uri, output, json } => resource::read(&server, &uri, output.as_deref(), json, ctx),
-        Mcp::ResourceComplete { server, template, variable, value, context, json } => {
-            resource::complete(&server, &template, &variable, &value, &context, json, ctx)
+        Mcp::Logout { name } => auth::logout(&name, json),
+        Mcp::List { connect } => list::run(connect, ctx),
+        Mcp::ToolList { server } => tool::list(&server, ctx),
+        Mcp::ToolShow { server, tool } => tool::show(&server, &tool, ctx),
+        Mcp::ToolCall(call) => tool::call::run(call, ctx),
+        Mcp::ResourceList { server } => resource::list(&server, false, ctx),
+        Mcp::ResourceTemplates { server } => resource::list(&server, true, ctx),
+        Mcp::ResourceRead { server, uri, output } => resource::read(&server, &uri, output.as_deref(), ctx),
+        Mcp::ResourceComplete { server, template, variable, value, context } => {
+            resource::complete(&server, &template, &variable, &value, &context, ctx)
         }
-        Mcp::PromptList { server, json } => prompt::list(&server, json, ctx),
-        Mcp::PromptGet { server, name, arguments, json } => {
-            prompt::get(&server, &name, arguments.as_deref(), json, ctx)
-        }
-        Mcp::PromptComplete { server, name, argument, value, context, json } => {
-            prompt::complete(&server, &name, &argument, &value, &context, json, ctx)
-        }
-    }
-}
-
-/// Loads the profile, prints its file-level issues and those of `only` (or all with `None`),
-/// and remembers its secrets for redaction.
-fn load_profile(only: Option<&str>, ctx: &Context) -> anyhow::Result<Loaded> {
-    let loaded = config::load_native()?;
-    ctx.redactor.add(loaded.secrets());
-    for issue in &loaded.issues {
-        if only.is_none() || issue.server.is_none() || issue.server.as_deref() == only {
-            eprintln!("nod: {issue}");
+        Mcp::PromptList { server } => prompt::list(&server, ctx),
+        Mcp::PromptGet { server, name, arguments } => prompt::get(&server, &name, &arguments, ctx),
+        Mcp::PromptComplete { server, name, argument, value, context } => {
+            prompt::complete(&server, &name, &argument, &value, &context, ctx)
         }
     }
-    Ok(loaded)
-}
-
-/// The server `name` from the profile, or a clear error saying why it cannot be used.
-fn find_server<'a>(loaded: &'a Loaded, name: &str) -> anyhow::Result<&'a ServerConfig> {
-    if let Some(server) = loaded.server(name) {
-        if !server.enabled {
-            bail!("server {name} is disabled (\"enabled\": false in {})", loaded.path.display());
-        }
-        return Ok(server);
-    }
-    if let Some(entry) = loaded.project.entries.iter().find(|e| e.name == name) {
-        bail!("{}", untrusted(&entry.name, entry.trust));
-    }
-    if loaded.issues.iter().any(|i| i.severity == Severity::Error && i.server.as_deref() == Some(name)) {
-        bail!("server {name} has a configuration error (above); fix it in {}", loaded.path.display());
-    }
-    let known: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
-    if known.is_empty() {
-        bail!(
-            "no server named {name}: the profile {} has no servers; add one with an editor (see nod-mcp(1))",
-            loaded.path.display()
-        );
-    }
-    bail!("no server named {name} in {} (configured: {})", loaded.path.display(), known.join(", "))
-}
-
-/// Why a project server is not used, and the command that changes it.
-fn untrusted(name: &str, trust: Trust) -> String {
-    match trust {
-        Trust::Rejected => format!("project server {name} was rejected; nod mcp trust approve {name} allows it"),
-        Trust::Changed => format!(
-            "project server {name} changed since it was approved or rejected; review .mcp.json, then run nod mcp trust approve {name}"
-        ),
-        _ => format!(
-            "project server {name} is pending approval; review .mcp.json, then run nod mcp trust approve {name}"
-        ),
-    }
-}
-
-/// Says on stderr which project servers are left out, and why.
-fn note_skipped(loaded: &Loaded) {
-    for entry in loaded.project.entries.iter().filter(|e| e.trust != Trust::Approved) {
-        if loaded.server(&entry.name).is_none() {
-            eprintln!("nod: skipped: {}", untrusted(&entry.name, entry.trust));
-        }
-    }
-}
-
-/// One engine with one connected server, for commands about a single server.
-struct One {
-    engine: Engine,
-    first: Option<Arc<Session>>,
-    server: Option<Supervised>,
-}
-
-impl One {
-    fn connect(name: &str, handler: Arc<dyn InboundHandler>, ctx: &Context) -> anyhow::Result<One> {
-        One::connect_with(name, handler, &Access { browser: browser::from_environment(), fresh: false }, ctx)
-    }
-
-    fn connect_with(
-        name: &str,
-        handler: Arc<dyn InboundHandler>,
-        access: &Access,
-        ctx: &Context,
-    ) -> anyhow::Result<One> {
-        let loaded = load_profile(Some(name), ctx)?;
-        let config = find_server(&loaded, name)?;
-        let engine = start_engine(ctx);
-        let started = Supervised::start(&engine, config, handler, access)
-            .and_then(|server| Ok((server.session()?, server)))
-            .map_err(|e| anyhow!("server {name}: {e:#}"));
-        match started {
-            Ok((first, server)) => Ok(One { engine, first: Some(first), server: Some(server) }),
-            Err(err) => {
-                engine.shutdown();
-                Err(err)
-            }
-        }
-    }
-
-    /// For commands that call no tool. The capabilities are those of `tool call`, so a
-    /// server lists the same tools to both (servers register some tools by capability).
-    fn plain(name: &str, ctx: &Context) -> anyhow::Result<One> {
-        One::connect(name, no_input(), ctx)
-    }
-
-    /// The session the command started with.
-    fn session(&self) -> &Session {
-        self.first.as_ref().expect("connected")
-    }
-
-    /// The live session, restarted per restart_limit if the server died.
-    fn live(&self) -> anyhow::Result<Arc<Session>> {
-        self.server.as_ref().expect("connected").session()
-    }
-}
-
-impl Drop for One {
-    fn drop(&mut self) {
-        // Closing through the engine ends every connection in parallel.
-        self.engine.shutdown();
-        self.first.take();
-        self.server.take();
-    }
-}
-
-/// An engine that an interrupt stops: every call in flight is cancelled on the wire, then
-/// every server is shut down.
-fn start_engine(ctx: &Context) -> Engine {
-    let engine = Engine::start();
-    let stop = engine.clone();
-    ctx.interrupt.on_fire(move || {
-        stop.cancel_all("interrupted by the user");
-        stop.shutdown();
-    });
-    engine
-}
-
-/// The handler for commands that cannot ask anyone: elicitations are cancelled.
-fn no_input() -> Arc<dyn InboundHandler> {
-    Arc::new(PolicyHandler { policy: Policy::Fail, input_required: None })
 }
 
 /// Writes to stdout; a closed pipe surfaces as an error that `run` turns into success.
@@ -291,4 +203,9 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 fn stdout_is_terminal() -> bool {
     use std::io::IsTerminal;
     std::io::stdout().is_terminal()
+}
+
+fn stdin_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
 }

@@ -1,15 +1,15 @@
 //! `nod mcp prompt list|get|complete`.
 
-use anyhow::bail;
 use serde_json::{Value, json};
 
 use super::render::{self, row};
 use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
+use crate::cli::Arguments;
 use crate::mcp::method;
 use crate::session::catalog::{self, Kind};
 use crate::session::context;
 
-pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
+pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
     let session = one.session();
     if !session.has("prompts") {
@@ -17,7 +17,8 @@ pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     }
     let listing = catalog::list(session, Kind::Prompts)?;
     super::tool::warn_rejected(server, &listing.rejected);
-    if json {
+    super::names::remember(server, None, Some(&listing.items));
+    if ctx.options.json {
         print_listing("prompts", &listing.items)?;
         return Ok(Exit::Ok);
     }
@@ -47,27 +48,15 @@ pub fn list(server: &str, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn get(server: &str, name: &str, arguments: Option<&str>, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
-    let arguments = match arguments {
-        None => None,
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => {
-                if let Some((key, _)) = map.iter().find(|(_, v)| !v.is_string()) {
-                    bail!("prompt arguments are strings; {key:?} is not (quote it, like {{\"{key}\": \"3\"}})");
-                }
-                Some(Value::Object(map))
-            }
-            Ok(_) => bail!("prompt arguments must be a JSON object of strings, like {{\"city\": \"Paris\"}}"),
-            Err(err) => bail!("prompt arguments are not valid JSON: {err}"),
-        },
-    };
+pub fn get(server: &str, name: &str, arguments: &Arguments, ctx: &Context) -> anyhow::Result<Exit> {
+    let arguments = super::tool::args::prompt_arguments(arguments)?;
     let one = One::plain(server, ctx)?;
     let mut params = json!({ "name": name });
     if let Some(arguments) = arguments {
         params["arguments"] = arguments;
     }
     let result = context(one.session().request(method::PROMPTS_GET, Some(params)), server, &format!("prompt {name}"))?;
-    if json {
+    if ctx.options.json {
         print_json(&result)?;
         return Ok(Exit::Ok);
     }
@@ -93,9 +82,8 @@ pub fn complete(
     argument: &str,
     value: &str,
     known: &[(String, String)],
-    json: bool,
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
     let reference = json!({ "type": "ref/prompt", "name": name });
-    super::resource::run_complete(server, reference, argument, value, known, json, ctx)
+    super::resource::run_complete(server, reference, argument, value, known, ctx)
 }

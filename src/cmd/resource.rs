@@ -1,24 +1,25 @@
-//! `nod mcp resource list|templates|read|complete`.
+//! `nod mcp resource list|templates|read|complete`. With `-o`, a read writes every content,
+//! text or binary, to files, as curl -o does; without it, text is printed and binary is only
+//! summarized.
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context as _, bail};
 use serde_json::{Map, Value, json};
 
+use super::failure::{Kind, fail};
 use super::render::{self, row, safe};
 use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
 use crate::mcp::method;
-use crate::session::catalog::{self, Kind};
+use crate::session::catalog::{self, Kind as Catalog};
 use crate::session::context;
 
-pub fn list(server: &str, json: bool, templates: bool, ctx: &Context) -> anyhow::Result<Exit> {
+pub fn list(server: &str, templates: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
     let session = one.session();
-    let kind = if templates { Kind::Templates } else { Kind::Resources };
+    let kind = if templates { Catalog::Templates } else { Catalog::Resources };
     let listing = catalog::list(session, kind)?;
     super::tool::warn_rejected(server, &listing.rejected);
-    if json {
+    if ctx.options.json {
         let key = if templates { "resourceTemplates" } else { "resources" };
         print_listing(key, &listing.items)?;
         return Ok(Exit::Ok);
@@ -40,19 +41,36 @@ pub fn list(server: &str, json: bool, templates: bool, ctx: &Context) -> anyhow:
     Ok(Exit::Ok)
 }
 
-pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool, ctx: &Context) -> anyhow::Result<Exit> {
+pub fn read(server: &str, uri: &str, output: Option<&Path>, ctx: &Context) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
     let result =
         context(one.session().request(method::RESOURCES_READ, Some(json!({ "uri": uri }))), server, "resources/read")?;
     let Some(contents) = result.get("contents").and_then(Value::as_array) else {
-        bail!("server {server}: resources/read answered without contents");
+        return Err(fail(Kind::Protocol, format!("server {server}: resources/read answered without contents")));
     };
-    let blobs: Vec<&Value> = contents.iter().filter(|c| c.get("blob").is_some()).collect();
     if let Some(output) = output {
-        write_blobs(server, output, &blobs)?;
+        let mut items = Vec::with_capacity(contents.len());
+        for content in contents {
+            if let Some(text) = content.get("text").and_then(Value::as_str) {
+                items.push(text.as_bytes().to_vec());
+            } else if let Some(blob) = content.get("blob").and_then(Value::as_str) {
+                match crate::util::base64_decode(blob) {
+                    Some(bytes) => items.push(bytes),
+                    None => return Err(fail(Kind::Protocol, format!("server {server}: a blob is not valid base64"))),
+                }
+            }
+        }
+        if items.is_empty() {
+            eprintln!("nod: the resource has no contents; nothing written to {}", output.display());
+        } else {
+            super::output::write_numbered(output, &items)?;
+        }
     }
-    if json {
+    if ctx.options.json {
         print_json(&result)?;
+        return Ok(Exit::Ok);
+    }
+    if output.is_some() {
         return Ok(Exit::Ok);
     }
     let terminal = stdout_is_terminal();
@@ -63,7 +81,7 @@ pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool, ctx: &Co
             if !out.ends_with('\n') {
                 out.push('\n');
             }
-        } else if output.is_none() {
+        } else {
             let uri = content.get("uri").and_then(Value::as_str).unwrap_or(uri);
             let mime = content.get("mimeType").and_then(Value::as_str).unwrap_or("unknown type");
             let size = render::size(content.get("blob").and_then(Value::as_str).unwrap_or(""));
@@ -73,39 +91,8 @@ pub fn read(server: &str, uri: &str, output: Option<&Path>, json: bool, ctx: &Co
             );
         }
     }
-    if output != Some(Path::new("-")) {
-        print(&out)?;
-    }
+    print(&out)?;
     Ok(Exit::Ok)
-}
-
-/// Writes decoded blobs: the first to `output`, the next to `output.2`, ... `-` is stdout,
-/// refused when stdout is a terminal.
-fn write_blobs(server: &str, output: &Path, blobs: &[&Value]) -> anyhow::Result<()> {
-    if blobs.is_empty() {
-        eprintln!("nod: the resource has no binary contents; nothing written to {}", output.display());
-        return Ok(());
-    }
-    let to_stdout = output == Path::new("-");
-    if to_stdout && std::io::stdout().is_terminal() {
-        bail!("refusing to write binary contents to a terminal; redirect stdout or give a file name");
-    }
-    for (i, blob) in blobs.iter().enumerate() {
-        let data = blob.get("blob").and_then(Value::as_str).unwrap_or("");
-        let Some(bytes) = crate::util::base64_decode(data) else {
-            bail!("server {server}: a blob is not valid base64");
-        };
-        if to_stdout {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&bytes)?;
-            stdout.flush()?;
-            continue;
-        }
-        let path = if i == 0 { output.to_path_buf() } else { PathBuf::from(format!("{}.{}", output.display(), i + 1)) };
-        std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("nod: wrote {} bytes to {}", bytes.len(), path.display());
-    }
-    Ok(())
 }
 
 pub fn complete(
@@ -114,11 +101,10 @@ pub fn complete(
     variable: &str,
     value: &str,
     known: &[(String, String)],
-    json: bool,
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
     let reference = json!({ "type": "ref/resource", "uri": template });
-    run_complete(server, reference, variable, value, known, json, ctx)
+    run_complete(server, reference, variable, value, known, ctx)
 }
 
 /// Runs `completion/complete` and prints the values, one a line.
@@ -128,13 +114,15 @@ pub(super) fn run_complete(
     argument: &str,
     value: &str,
     known: &[(String, String)],
-    json: bool,
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
     let session = one.session();
     if !session.has("completions") {
-        bail!("server {server} does not offer completion (no completions capability)");
+        return Err(fail(
+            Kind::NotFound,
+            format!("server {server} does not offer completion (no completions capability)"),
+        ));
     }
     let mut params = json!({ "ref": reference, "argument": { "name": argument, "value": value } });
     if !known.is_empty() {
@@ -142,7 +130,7 @@ pub(super) fn run_complete(
         params["context"] = json!({ "arguments": arguments });
     }
     let result = context(session.request(method::COMPLETE, Some(params)), server, "completion/complete")?;
-    if json {
+    if ctx.options.json {
         print_json(&result)?;
         return Ok(Exit::Ok);
     }

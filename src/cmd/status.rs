@@ -1,8 +1,10 @@
 //! `nod status` and `nod doctor`: configuration, profile warnings, project issues and trust
-//! states, and the presence of settings and credential files. Neither starts an MCP transport
-//! nor opens credential storage (the credentials file is only looked at with stat), and their
-//! JSON marks the MCP connection check `not_checked`. Nothing here shows commands, environment
-//! values, headers, credentials or URLs.
+//! states, and the presence of settings and credential files; doctor also checks file and
+//! folder permissions and whether each stdio program is on PATH. Neither starts an MCP
+//! transport or any program, nor opens credential storage (the credentials file is only
+//! looked at with stat), and their JSON marks the MCP connection check `not_checked`. Nothing
+//! here shows environment values, headers, credentials or URLs; doctor names a program it
+//! cannot find (never its arguments).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -12,7 +14,7 @@ use serde_json::{Value, json};
 use super::{Exit, print, print_json};
 use crate::config::merge::Source;
 use crate::config::project::Trust;
-use crate::config::{self, Loaded, Severity};
+use crate::config::{self, Loaded, Severity, StdioConfig, Transport};
 
 pub fn status(json: bool) -> anyhow::Result<Exit> {
     let loaded = config::load_native()?;
@@ -71,6 +73,21 @@ pub fn status(json: bool) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// Whether the program of a stdio entry would be found, without running it: a path is
+/// checked as it is (from the entry's cwd when relative), a bare name in each folder of
+/// PATH (the entry's own PATH when it sets one).
+fn program_found(stdio: &StdioConfig) -> bool {
+    let program = Path::new(&stdio.argv[0]);
+    let executable =
+        |path: &Path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if stdio.argv[0].contains('/') {
+        let base = stdio.cwd.clone().or_else(|| std::env::current_dir().ok()).unwrap_or_default();
+        return executable(&base.join(program));
+    }
+    let path = stdio.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.into()).or_else(|| std::env::var_os("PATH"));
+    path.is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(program))))
+}
+
 fn issues(loaded: &Loaded) -> Vec<Value> {
     loaded
         .issues
@@ -94,15 +111,18 @@ pub fn doctor(json: bool) -> anyhow::Result<Exit> {
     let home = config::home()?;
     let mut findings = Vec::new();
     let private = |path: &Path, mode: u32, what: &str, findings: &mut Vec<Finding>| {
-        if let Ok(meta) = std::fs::metadata(path)
-            && meta.permissions().mode() & 0o077 != 0
-        {
-            findings.push(Finding {
-                problem: true,
-                message: format!("{what} {} can be read by other users", path.display()),
-                fix: format!("chmod {mode:o} {}", path.display()),
-            });
-        }
+        let Ok(meta) = std::fs::metadata(path) else { return };
+        let bits = meta.permissions().mode();
+        let message = if bits & 0o022 != 0 {
+            // Whoever can write there can change what nod runs.
+            let whose = if meta.is_dir() { "put a profile of their own in it" } else { "change what nod runs" };
+            format!("{what} {} can be written by other users, who could {whose}", path.display())
+        } else if bits & 0o077 != 0 {
+            format!("{what} {} can be read by other users", path.display())
+        } else {
+            return;
+        };
+        findings.push(Finding { problem: true, message, fix: format!("chmod {mode:o} {}", path.display()) });
     };
     private(&home, 0o700, "the nod folder", &mut findings);
     private(&loaded.path, 0o600, "the profile", &mut findings);
@@ -115,10 +135,28 @@ pub fn doctor(json: bool) -> anyhow::Result<Exit> {
         } else {
             loaded.path.clone()
         };
+        let message = match &issue.server {
+            Some(name) => format!("server {name}: {}", issue.message),
+            None => issue.message.clone(),
+        };
+        findings.push(Finding { problem, message, fix: format!("edit {}: {}", file.display(), issue.fix) });
+    }
+    for server in &loaded.servers {
+        let Transport::Stdio(stdio) = &server.transport else { continue };
+        if !server.enabled || program_found(stdio) {
+            continue;
+        }
+        let program = serde_json::Value::from(crate::util::one_line(&stdio.argv[0])).to_string();
+        let fix = match loaded.source(&server.name) {
+            Source::Project => format!("install {program}, or fix the command of {} in .mcp.json", server.name),
+            _ => format!("install {program}, or change the command: nod mcp add {} <command> [args...]", server.name),
+        };
+        let place =
+            if stdio.argv[0].contains('/') { "does not exist or is not executable" } else { "is not found on PATH" };
         findings.push(Finding {
-            problem,
-            message: issue.to_string(),
-            fix: format!("edit {}: {}", file.display(), issue.fix),
+            problem: true,
+            message: format!("server {}: the program {program} {place}", server.name),
+            fix,
         });
     }
     for entry in &loaded.project.entries {

@@ -13,10 +13,11 @@
 use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 
-use anyhow::bail;
 use crossbeam_channel::select;
+use serde_json::json;
 
-use super::{Context, Exit, print};
+use super::failure::{Kind, fail};
+use super::{Context, Exit, print, print_json};
 use crate::cli::Trust as TrustCommand;
 use crate::config::project::{self, Entry, Launch, Project};
 use crate::config::settings::{self, Choice};
@@ -33,26 +34,46 @@ pub fn run(command: TrustCommand, ctx: &Context) -> anyhow::Result<Exit> {
     for issue in &project.issues {
         eprintln!("nod: {issue}");
     }
+    let json = ctx.options.json;
+    // What a person reviews goes to stdout, or to stderr when stdout carries JSON.
+    let show = |text: &str| -> anyhow::Result<()> {
+        if json {
+            eprint!("{text}");
+            Ok(())
+        } else {
+            print(text)
+        }
+    };
+    let done = |change: &str, names: &[&str], text: String| -> anyhow::Result<()> {
+        if json {
+            print_json(&json!({ "workspace": workspace, "change": change, "servers": names }))
+        } else {
+            print(&text)
+        }
+    };
     let find = |name: &str| -> anyhow::Result<&Entry> {
         match project.entries.iter().find(|e| e.name == name) {
             Some(entry) => Ok(entry),
-            None => bail!("{}", missing(&project, name)),
+            None => Err(fail(Kind::NotFound, missing(&project, name))),
         }
     };
     match command {
         TrustCommand::Approve(_) | TrustCommand::Reject(_) if project.file.is_none() => {
-            bail!(
-                "no {} in {} or above it (up to the repository root); nothing to trust",
-                project::FILE_NAME,
-                shown_path(&workspace)
-            )
+            return Err(fail(
+                Kind::NotFound,
+                format!(
+                    "no {} in {} or above it (up to the repository root); nothing to trust",
+                    project::FILE_NAME,
+                    shown_path(&workspace)
+                ),
+            ));
         }
         TrustCommand::Approve(name) => {
             let entry = find(&name)?;
-            print(&describe(entry, &workspace))?;
+            show(&describe(entry, &workspace))?;
             warn_if_shadowed(&[entry])?;
             approve(&settings_path, &cwd, &project, &[entry])?;
-            print(&format!("approved project server {name} for {}\n", shown_path(&workspace)))?;
+            done("approved", &[&name], format!("approved project server {name} for {}\n", shown_path(&workspace)))?;
         }
         TrustCommand::Reject(name) => {
             let fingerprint = find(&name)?.fingerprint.clone();
@@ -62,11 +83,14 @@ pub fn run(command: TrustCommand, ctx: &Context) -> anyhow::Result<Exit> {
                 false,
                 &[(name.clone(), Some(Choice { approved: false, fingerprint }))],
             )?;
-            print(&format!("rejected project server {name} for {}\n", shown_path(&workspace)))?;
+            done("rejected", &[&name], format!("rejected project server {name} for {}\n", shown_path(&workspace)))?;
         }
         TrustCommand::ApproveAll { yes } => {
             if project.entries.is_empty() {
-                bail!("no project servers to approve in {}", shown_path(&workspace));
+                return Err(fail(
+                    Kind::NotFound,
+                    format!("no project servers to approve in {}", shown_path(&workspace)),
+                ));
             }
             let entries: Vec<&Entry> = project.entries.iter().collect();
             let shown: String = entries.iter().map(|e| describe(e, &workspace)).collect();
@@ -76,14 +100,15 @@ pub fn run(command: TrustCommand, ctx: &Context) -> anyhow::Result<Exit> {
             if asking && !super::stdout_is_terminal() {
                 eprint!("{shown}");
             } else {
-                print(&shown)?;
+                show(&shown)?;
             }
             warn_if_shadowed(&entries)?;
             let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
             if !yes && !asking {
-                bail!(
-                    "approve-all asks for confirmation and stdin is not a terminal, so nothing was approved; review the servers above, then run nod mcp trust approve-all --yes"
-                );
+                return Err(fail(
+                    Kind::Usage,
+                    "approve-all asks for confirmation and stdin is not a terminal, so nothing was approved; review the servers above, then run nod mcp trust approve-all --yes",
+                ));
             }
             if asking {
                 eprint!(
@@ -106,19 +131,23 @@ pub fn run(command: TrustCommand, ctx: &Context) -> anyhow::Result<Exit> {
                             return Ok(Exit::Interrupted);
                         }
                         eprintln!("nod: nothing was approved");
+                        done("none", &[], String::new())?;
                         return Ok(Exit::Ok);
                     }
                 }
             }
             approve(&settings_path, &cwd, &project, &entries)?;
-            print(&format!("approved project servers {} for {}\n", names.join(", "), shown_path(&workspace)))?;
+            let text = format!("approved project servers {} for {}\n", names.join(", "), shown_path(&workspace));
+            done("approved", &names, text)?;
         }
         TrustCommand::Reset => {
             settings::record(&settings_path, &workspace, true, &[])?;
-            print(&format!(
+            let names: Vec<&str> = project.entries.iter().map(|e| e.name.as_str()).collect();
+            let text = format!(
                 "cleared project trust for {}; every project server is pending again\n",
                 shown_path(&workspace)
-            ))?;
+            );
+            done("reset", &names, text)?;
         }
     }
     Ok(Exit::Ok)
@@ -137,9 +166,10 @@ fn read_project(settings_path: &Path, cwd: &Path) -> anyhow::Result<Project> {
 fn approve(settings_path: &Path, cwd: &Path, shown: &Project, entries: &[&Entry]) -> anyhow::Result<()> {
     let now = read_project(settings_path, cwd)?;
     if now.workspace != shown.workspace || fingerprints(&now) != fingerprints(shown) {
-        bail!(
-            "the project's .mcp.json changed while it was being approved, so nothing was approved; run the command again to review it as it is now"
-        );
+        return Err(fail(
+            Kind::Config,
+            "the project's .mcp.json changed while it was being approved, so nothing was approved; run the command again to review it as it is now",
+        ));
     }
     let changes: Vec<_> = entries
         .iter()

@@ -43,22 +43,42 @@ pub enum Severity {
     Warning,
 }
 
+impl ConfigIssue {
+    /// The issue without its severity: `server x: message (fix)`.
+    pub fn plain(&self) -> String {
+        let mut out = match &self.server {
+            Some(name) => format!("server {name}: {}", self.message),
+            None => self.message.clone(),
+        };
+        if !self.fix.is_empty() {
+            out.push_str(&format!(" ({})", self.fix));
+        }
+        out
+    }
+}
+
 impl std::fmt::Display for ConfigIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        match &self.server {
-            Some(name) => write!(f, "{kind}: server {name}: {}", self.message)?,
-            None => write!(f, "{kind}: {}", self.message)?,
-        }
-        if !self.fix.is_empty() {
-            write!(f, " ({})", self.fix)?;
-        }
-        Ok(())
+        write!(f, "{kind}: {}", self.plain())
     }
 }
+
+/// A configuration problem found only when a server is used (a variable it reads is not
+/// set): front ends report it as a configuration error, not a connection failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// The result of reading configuration: every server that loaded, and every issue.
 #[derive(Debug, Default)]
@@ -111,7 +131,8 @@ impl Loaded {
         self.sources.get(name).copied().unwrap_or(merge::Source::Profile)
     }
 
-    /// Every configured secret value (environment values, header values), for redaction.
+    /// Every configured secret value (environment and header values, the values of the
+    /// variables entries read, configured URLs), for redaction.
     pub fn secrets(&self) -> Vec<String> {
         let mut out = Vec::new();
         for server in &self.servers {
@@ -119,9 +140,18 @@ impl Loaded {
                 Transport::Stdio(stdio) => out.extend(stdio.env.iter().map(|(_, v)| v.clone())),
                 Transport::Http(remote) | Transport::Sse(remote) => {
                     out.extend(remote.headers.iter().map(|(_, v)| v.clone()));
+                    // The configured URL, also without its query (which may hold a key) and
+                    // as its origin, the forms errors quote it in.
                     out.push(remote.url.clone());
+                    let bare = remote.url.split(['?', '#']).next().unwrap_or("");
+                    out.push(bare.to_string());
+                    if let Some((scheme, rest)) = bare.split_once("://") {
+                        out.push(format!("{scheme}://{}", rest.split('/').next().unwrap_or("")));
+                    }
                     // Values the entry takes from the environment are secrets too.
+                    let client_secret = remote.oauth.as_ref().and_then(|o| o.client_secret_env.as_ref());
                     let vars = remote.header_env.iter().map(|(_, var)| var).chain(&remote.bearer_token_env);
+                    let vars = vars.chain(client_secret);
                     out.extend(vars.filter_map(|var| std::env::var(var).ok()).filter(|v| !v.is_empty()));
                 }
             }
@@ -131,7 +161,7 @@ impl Loaded {
     }
 }
 
-/// Server names: letters, digits, `_` and `-`.
+/// Server names: ASCII letters, digits, `_` and `-`.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }

@@ -220,7 +220,7 @@ fn entry(name: &str, value: &Value) -> Result<Entry, ConfigIssue> {
     if !valid_name(name) {
         return Err(issue(
             Some(name),
-            "the name may contain only letters, digits, _ and -".into(),
+            "the name may contain only ASCII letters, digits, _ and -".into(),
             "rename the entry in .mcp.json",
         ));
     }

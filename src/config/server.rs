@@ -89,7 +89,7 @@ pub(super) fn parse_entry(
     };
     if !valid_name(name) {
         return Err(error(
-            "the name may contain only letters, digits, _ and -".into(),
+            "the name may contain only ASCII letters, digits, _ and -".into(),
             "rename the entry, for example with - in place of spaces or dots",
         ));
     }

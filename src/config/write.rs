@@ -49,7 +49,7 @@ pub fn remove(path: &Path, name: &str) -> anyhow::Result<Change> {
 
 fn check_name(name: &str) -> anyhow::Result<()> {
     if !valid_name(name) {
-        bail!("invalid server name {name:?}: use only letters, digits, _ and - (nothing was written)");
+        bail!("invalid server name {name:?}: use only ASCII letters, digits, _ and - (nothing was written)");
     }
     Ok(())
 }

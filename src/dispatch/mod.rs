@@ -124,8 +124,9 @@ pub struct Progress {
 pub enum CallError {
     /// The server answered with a JSON-RPC error.
     Rpc(ResponseError),
-    /// No answer within the deadline; a cancellation was sent (except for `initialize`).
-    Timeout(Duration),
+    /// No answer within the deadline, `after` waiting; a cancellation was sent (except for
+    /// `initialize`). The session layer names the configured `limit` that ran out.
+    Timeout { after: Duration, limit: Option<Limit> },
     /// The caller cancelled it.
     Cancelled(String),
     /// The connection is gone.
@@ -147,7 +148,8 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::Rpc(error) => write!(f, "server error: {}", crate::util::one_line(&error.to_string())),
-            CallError::Timeout(after) => write!(f, "no answer within {}", crate::util::seconds(*after)),
+            CallError::Timeout { after, limit: None } => write!(f, "no answer within {}", crate::util::seconds(*after)),
+            CallError::Timeout { after, limit: Some(limit) } => limit.describe(*after, f),
             CallError::Cancelled(reason) => write!(f, "cancelled ({reason})"),
             CallError::Disconnected(cause) => write!(f, "{cause}"),
             CallError::Transport(cause) => write!(f, "{cause}"),
@@ -170,6 +172,31 @@ impl std::error::Error for CallError {
         match self {
             CallError::Disconnected(cause) | CallError::Transport(cause) => Some(cause.as_ref()),
             _ => None,
+        }
+    }
+}
+
+/// The configured limit a timeout ran out of, named in its message: the setting
+/// (`operation_timeout_ms`, `startup_timeout_ms`) and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub setting: &'static str,
+    pub value: Duration,
+    /// Progress notifications had stretched the deadline, up to this many times `value`.
+    pub stretched: Option<u32>,
+}
+
+impl Limit {
+    fn describe(&self, after: Duration, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stretched {
+            Some(times) => write!(
+                f,
+                "no answer within {} ({} is {}; progress may stretch a call to {times} times that)",
+                crate::util::seconds(after),
+                self.setting,
+                crate::util::seconds(self.value)
+            ),
+            None => write!(f, "no answer within {} ({})", crate::util::seconds(self.value), self.setting),
         }
     }
 }
@@ -392,7 +419,7 @@ impl Dispatcher {
             log::debug!("request {} ({}) timed out", entry.wire_id, entry.method);
             self.send_cancel(entry.conn, entry.wire_id, entry.method, "timeout");
             let waited = now.saturating_duration_since(entry.started);
-            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Timeout(waited))));
+            let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Timeout { after: waited, limit: None })));
         }
     }
 

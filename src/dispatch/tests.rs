@@ -82,7 +82,7 @@ fn a_deadline_fails_the_call_and_cancels_it_on_the_wire() {
     let started = Instant::now();
     let pending = c.call(method::TOOLS_CALL, Duration::from_millis(100), None);
     let id = c.request_id();
-    assert!(matches!(outcome(&pending), Err(CallError::Timeout(_))));
+    assert!(matches!(outcome(&pending), Err(CallError::Timeout { .. })));
     assert!(started.elapsed() >= Duration::from_millis(100));
     assert_eq!(c.peer.recv(WAIT), Some(Seen::CancelStream(id)));
     let cancelled = c.peer.frame(WAIT).unwrap();
@@ -102,7 +102,7 @@ fn initialize_is_never_cancelled_with_a_notification() {
     let c = connect();
     let pending = c.call(method::INITIALIZE, Duration::from_millis(50), None);
     let id = c.request_id();
-    assert!(matches!(outcome(&pending), Err(CallError::Timeout(_))));
+    assert!(matches!(outcome(&pending), Err(CallError::Timeout { .. })));
     assert_eq!(c.peer.recv(WAIT), Some(Seen::CancelStream(id)));
     // Nothing else follows: a ping proves the order.
     let ping = c.call(method::PING, WAIT, None);
@@ -159,7 +159,7 @@ fn progress_extends_the_deadline_up_to_its_cap() {
         assert!(started.elapsed() < WAIT);
     };
     let elapsed = started.elapsed();
-    assert!(matches!(outcome, Err(CallError::Timeout(_))), "{outcome:?}");
+    assert!(matches!(outcome, Err(CallError::Timeout { .. })), "{outcome:?}");
     assert!(seen >= 3, "progress reached the caller ({seen} updates)");
     assert!(elapsed >= Duration::from_millis(1100) && elapsed < Duration::from_millis(3000), "{elapsed:?}");
 }

@@ -95,6 +95,8 @@ pub struct OAuth {
     store: std::path::PathBuf,
     http: Http,
     browser: Option<Arc<dyn Browser>>,
+    /// The front end's redactor: every token sent is added to it.
+    redactor: crate::util::Redactor,
     state: Mutex<State>,
 }
 
@@ -113,6 +115,7 @@ impl OAuth {
         config: Option<&OAuthConfig>,
         browser: Option<Arc<dyn Browser>>,
         fresh: bool,
+        redactor: crate::util::Redactor,
     ) -> anyhow::Result<OAuth> {
         let store = store::path()?;
         let credential = if fresh {
@@ -134,6 +137,7 @@ impl OAuth {
             store,
             http: Http::new(Duration::from_secs(30)),
             browser,
+            redactor,
             state: Mutex::new(State { credential, authorizations: 0 }),
         })
     }
@@ -153,7 +157,10 @@ impl OAuth {
                 Err(err) => log::warn!("server {}: token refresh failed: {err:#}", self.server),
             }
         }
-        state.credential.as_ref().map(|c| format!("Bearer {}", c.access_token))
+        let credential = state.credential.as_ref()?;
+        // Whatever echoes a token back (a server's error, a log line) is redacted.
+        self.redactor.add(credential.refresh_token.iter().chain([&credential.access_token]).cloned());
+        Some(format!("Bearer {}", credential.access_token))
     }
 
     /// A 401: refresh if possible, else authorize if a browser flow can run.

@@ -112,7 +112,7 @@ pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Arc<Listing>> {
 /// during first discovery).
 pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Arc<Listing>> {
     if !session.has(kind.capability()) {
-        bail!("{}: {}", kind.method(), crate::dispatch::CallError::NotOffered(kind.capability()));
+        return Err(anyhow::Error::new(CallError::NotOffered(kind.capability())).context(kind.method()));
     }
     let epoch = kind.epoch(session).load(Ordering::SeqCst);
     if let Ok(cache) = session.cache().lock()
@@ -143,7 +143,7 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
                 log::debug!("server {}: {} is not implemented; taken as empty", session.name, kind.method());
                 return Ok(listing);
             }
-            Err(err) => bail!("{}: {err}", kind.method()),
+            Err(err) => return Err(anyhow::Error::new(err).context(kind.method())),
         };
         let Some(Value::Array(items)) = page.get_mut(kind.key()).map(Value::take) else {
             bail!("{}: the answer has no {} array", kind.method(), kind.key());

@@ -1,6 +1,9 @@
-//! Elicitation for surfaces that cannot ask a person: `nod mcp tool call --elicit ...`.
-//! The policy answers at once; `fail` also reports a typed input-required result to the
-//! front end, as `nod ask` will.
+//! Elicitation for `nod mcp tool call`: a policy that answers at once (`--elicit`), values
+//! given in advance (`--elicit-answer`, checked against the requested schema), or a person
+//! asked by the front end. `fail` and asking both hand the request to the front end, which
+//! reports a typed input-required result (as `nod ask` will) or prompts on the terminal.
+
+use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use serde_json::{Map, Value, json};
@@ -32,6 +35,17 @@ impl Policy {
     }
 }
 
+/// How a handler answers an elicitation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answering {
+    Policy(Policy),
+    /// Accept a form with these values when they satisfy its schema, else decline; decline
+    /// URL requests.
+    Values(Arc<Value>),
+    /// Hand every request to the front end, which asks a person.
+    Ask,
+}
+
 /// What the front end needs to report an elicitation it could not answer.
 #[derive(Debug, Clone)]
 pub struct InputRequired {
@@ -61,16 +75,27 @@ impl InputRequired {
     }
 }
 
-/// An elicitation handed to the front end under `Policy::Fail`: it cancels the call, then
-/// answers the server through `responder`.
+/// An elicitation handed to the front end (`Policy::Fail`, `Answering::Ask`): it cancels
+/// the call or asks a person, then answers the server through `responder`.
 pub struct Asked {
     pub input: InputRequired,
     pub responder: Responder,
 }
 
 pub struct PolicyHandler {
-    pub policy: Policy,
-    pub input_required: Option<Sender<Asked>>,
+    answering: Answering,
+    /// Where requests for the front end go; without it they are cancelled.
+    asks: Option<Sender<Asked>>,
+}
+
+impl PolicyHandler {
+    pub fn new(policy: Policy, asks: Option<Sender<Asked>>) -> PolicyHandler {
+        PolicyHandler { answering: Answering::Policy(policy), asks }
+    }
+
+    pub fn answering(answering: Answering, asks: Option<Sender<Asked>>) -> PolicyHandler {
+        PolicyHandler { answering, asks }
+    }
 }
 
 impl InboundHandler for PolicyHandler {
@@ -96,7 +121,15 @@ impl InboundHandler for PolicyHandler {
         }
         let message = req.params.get("message").and_then(Value::as_str).unwrap_or("").to_string();
         let schema = req.params.get("requestedSchema").cloned();
-        let answer = match self.policy {
+        let policy = match &self.answering {
+            Answering::Policy(policy) => *policy,
+            Answering::Ask => Policy::Fail,
+            Answering::Values(values) => {
+                responder.respond(Ok(given(&req.server, &mode, schema.as_ref(), values)));
+                return;
+            }
+        };
+        let answer = match policy {
             Policy::Decline => json!({ "action": "decline" }),
             Policy::Cancel => json!({ "action": "cancel" }),
             Policy::Fail => {
@@ -111,7 +144,7 @@ impl InboundHandler for PolicyHandler {
                     url,
                     elicitation_id,
                 };
-                match &self.input_required {
+                match &self.asks {
                     Some(tx) => {
                         if let Err(unsent) = tx.send(Asked { input, responder }) {
                             unsent.into_inner().responder.respond(Ok(json!({ "action": "cancel" })));
@@ -147,6 +180,23 @@ impl InboundHandler for PolicyHandler {
             }
         };
         responder.respond(Ok(answer));
+    }
+}
+
+/// The answer to a form from values given in advance: accepted when they satisfy the
+/// requested schema, else declined with a warning naming the field.
+fn given(server: &str, mode: &str, schema: Option<&Value>, values: &Value) -> Value {
+    if mode != "form" {
+        log::warn!("server {server}: URL elicitation declined: --elicit-answer answers forms only");
+        return json!({ "action": "decline" });
+    }
+    match schema.map(|s| super::schema::check_instance(s, values)) {
+        Some(Err((field, why))) => {
+            let what = if field == "the answer" { field } else { format!("field {field:?}") };
+            log::warn!("server {server}: elicitation declined: {what} does not fit the requested schema ({why})");
+            json!({ "action": "decline" })
+        }
+        _ => json!({ "action": "accept", "content": values }),
     }
 }
 

@@ -70,6 +70,9 @@ pub struct Health {
     pub rejected: usize,
     pub error: Option<String>,
     pub elapsed: Duration,
+    /// The names of its tools and prompts, for the front end's completion cache.
+    pub tool_names: Vec<String>,
+    pub prompt_names: Vec<String>,
 }
 
 /// How a new configuration differs from a fleet, by server name.
@@ -94,7 +97,7 @@ impl Fleet {
         handler: Arc<dyn InboundHandler>,
         access: &Access,
     ) -> Fleet {
-        Fleet::start(engine, servers, handler, access, false).0
+        Fleet::start(engine, servers, handler, access, None).0
     }
 
     /// `connect`, then every member's health, each server on one thread from start to end.
@@ -104,7 +107,19 @@ impl Fleet {
         handler: Arc<dyn InboundHandler>,
         access: &Access,
     ) -> (Fleet, Vec<Health>) {
-        Fleet::start(engine, servers, handler, access, true)
+        Fleet::start(engine, servers, handler, access, Some(&|_: &Health| {}))
+    }
+
+    /// `connect_and_check`, handing each server's health to `each` as soon as it is known
+    /// (from that server's thread), so a front end can show the fast ones first.
+    pub fn connect_and_check_each(
+        engine: &Engine,
+        servers: &[ServerConfig],
+        handler: Arc<dyn InboundHandler>,
+        access: &Access,
+        each: &(dyn Fn(&Health) + Sync),
+    ) -> (Fleet, Vec<Health>) {
+        Fleet::start(engine, servers, handler, access, Some(each))
     }
 
     fn start(
@@ -112,7 +127,7 @@ impl Fleet {
         servers: &[ServerConfig],
         handler: Arc<dyn InboundHandler>,
         access: &Access,
-        check: bool,
+        check: Option<&(dyn Fn(&Health) + Sync)>,
     ) -> (Fleet, Vec<Health>) {
         let started: Vec<(Member, Option<Health>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = servers
@@ -130,7 +145,11 @@ impl Fleet {
                             }
                         };
                         let member = Member { config: config.clone(), status, started, connected: started.elapsed() };
-                        let health = check.then(|| member.health());
+                        let health = check.map(|each| {
+                            let health = member.health();
+                            each(&health);
+                            health
+                        });
                         (member, health)
                     })
                 })
@@ -190,6 +209,8 @@ impl Member {
             rejected: 0,
             error: None,
             elapsed: self.connected,
+            tool_names: Vec::new(),
+            prompt_names: Vec::new(),
         };
         let server = match &self.status {
             Status::Disabled => return health,
@@ -212,6 +233,12 @@ impl Member {
                 let listing = catalog::list_until(&session, kind, deadline)?;
                 health.rejected += listing.rejected.len();
                 let count = Some(listing.items.len());
+                let names = || listing.items.iter().filter_map(|i| i["name"].as_str()).map(str::to_string).collect();
+                match kind {
+                    Kind::Tools => health.tool_names = names(),
+                    Kind::Prompts => health.prompt_names = names(),
+                    _ => {}
+                }
                 match kind {
                     Kind::Tools => health.counts.tools = count,
                     Kind::Resources => health.counts.resources = count,

@@ -17,12 +17,13 @@ pub use remote::uses_oauth;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
 
 use crate::config::{ServerConfig, Transport};
 use crate::dispatch::{
-    CallError, CallUpdate, ConnShared, Engine, GroupId, InboundHandler, PendingCall, Progress, ProgressPolicy, Request,
+    CallError, CallUpdate, ConnShared, Engine, GroupId, InboundHandler, Limit, PendingCall, Progress, ProgressPolicy,
+    Request,
 };
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
@@ -41,6 +42,8 @@ pub struct Access {
     pub browser: Option<Arc<dyn Browser>>,
     /// Ignore stored tokens and authorize afresh (`nod mcp auth`).
     pub fresh: bool,
+    /// Where tokens go to be redacted from everything the front end prints.
+    pub redactor: crate::util::Redactor,
 }
 
 pub struct Session {
@@ -52,6 +55,8 @@ pub struct Session {
     pub server_info: Value,
     pub instructions: Option<String>,
     pub operation_timeout: Duration,
+    /// startup_timeout_ms: bounds the handshake and first discovery.
+    pub startup_timeout: Duration,
     shared: Arc<ConnShared>,
     cache: Mutex<catalog::Cache>,
     closed: bool,
@@ -142,6 +147,7 @@ impl Session {
             server_info: Value::Null,
             instructions: None,
             operation_timeout: config.operation_timeout,
+            startup_timeout: config.startup_timeout,
             shared,
             cache: Mutex::new(catalog::Cache::default()),
             closed: false,
@@ -166,9 +172,9 @@ impl Session {
                         log::debug!("server {}: initialize with {offer} refused; offering {next}", self.name);
                         offer = next;
                     }
-                    None => return Err(initialize_error(CallError::Rpc(error))),
+                    None => return Err(initialize_error(CallError::Rpc(error), self.startup_timeout)),
                 },
-                Err(err) => return Err(initialize_error(err)),
+                Err(err) => return Err(initialize_error(err, self.startup_timeout)),
             }
         };
         let version = answered_version(&result)?;
@@ -304,6 +310,9 @@ impl Session {
     /// What a finished call means: its result, or `None` when the server had forgotten the
     /// session and the call now runs again on a new one (keep waiting on `call.updates()`).
     pub fn settle(&self, call: &mut Call, result: Result<Value, CallError>) -> Option<Result<Value, CallError>> {
+        if let Err(CallError::Timeout { after, limit: None }) = result {
+            return Some(Err(CallError::Timeout { after, limit: Some(self.limit(call, after)) }));
+        }
         if let Ok(value) = &result {
             return Some(match envelope::check(call.method, value) {
                 Ok(()) => result,
@@ -332,6 +341,21 @@ impl Session {
         call.pending = self.engine.start_call(self.conn, &self.shared, req);
         call.replayed = true;
         None
+    }
+
+    /// The configured limit a call ran out of. A call shorter than the operation timeout is
+    /// bounded by what was left of the startup timeout (the first listings); one that ran
+    /// past its timeout was stretched by progress.
+    fn limit(&self, call: &Call, after: Duration) -> Limit {
+        if call.timeout < self.operation_timeout {
+            return Limit { setting: "startup_timeout_ms", value: self.startup_timeout, stretched: None };
+        }
+        let stretched = call.progress.is_some() && after > call.timeout + Duration::from_millis(50);
+        Limit {
+            setting: "operation_timeout_ms",
+            value: self.operation_timeout,
+            stretched: stretched.then_some(PROGRESS_CAP_FACTOR),
+        }
     }
 
     /// Waits for a call, passing progress to `on_progress`.
@@ -383,10 +407,10 @@ fn answered_version(result: &Value) -> anyhow::Result<Version> {
         Some(version) => Ok(version),
         None => {
             let shown = crate::util::one_line(&answered.chars().take(40).collect::<String>());
-            bail!(
-                "the server answered protocol version {shown:?}, which nod does not support (nod speaks {})",
+            Err(anyhow!(TransportError::BadAnswer(format!(
+                "protocol version {shown:?}, which nod does not support (nod speaks {})",
                 Version::ALL.map(Version::as_str).join(", ")
-            )
+            ))))
         }
     }
 }
@@ -443,19 +467,16 @@ fn names_2026(error: &crate::jsonrpc::ResponseError) -> bool {
         || error.message.contains("2026-07-28")
 }
 
-fn initialize_error(err: CallError) -> anyhow::Error {
+fn initialize_error(err: CallError, startup: Duration) -> anyhow::Error {
     match err {
-        CallError::Timeout(after) => {
-            anyhow!("no answer to initialize within {} (startup_timeout_ms)", crate::util::seconds(after))
+        CallError::Timeout { after, .. } => {
+            let limit = Limit { setting: "startup_timeout_ms", value: startup, stretched: None };
+            anyhow::Error::new(CallError::Timeout { after, limit: Some(limit) }).context("initialize")
         }
         // Only when the server says so: it speaks MCP 2026-07-28.
-        CallError::Rpc(error) if names_2026(&error) => anyhow!(
-            "the server requires a newer MCP revision (2026-07-28), which nod does not implement; it said: {}",
-            crate::util::one_line(&error.message)
-        ),
-        CallError::Rpc(error) => {
-            anyhow!("the server refused initialize: {}", crate::util::one_line(&error.to_string()))
-        }
+        CallError::Rpc(error) if names_2026(&error) => anyhow::Error::new(CallError::Rpc(error))
+            .context("the server requires a newer MCP revision (2026-07-28), which nod does not implement"),
+        CallError::Rpc(error) => anyhow::Error::new(CallError::Rpc(error)).context("the server refused initialize"),
         CallError::Disconnected(cause) if matches!(*cause, TransportError::ClosedByClient) => {
             anyhow!("connection closed during initialize")
         }

@@ -32,7 +32,14 @@ pub(super) fn resolve_headers(remote: &RemoteConfig) -> anyhow::Result<Vec<(Stri
 /// What answers the server's 401s and 403s: OAuth, or the configured credentials.
 pub(super) fn credentials(name: &str, remote: &RemoteConfig, access: &Access) -> anyhow::Result<Arc<dyn Credentials>> {
     if uses_oauth(name, remote, access.fresh) {
-        let oauth = OAuth::new(name, &remote.url, remote.oauth.as_ref(), access.browser.clone(), access.fresh)?;
+        let oauth = OAuth::new(
+            name,
+            &remote.url,
+            remote.oauth.as_ref(),
+            access.browser.clone(),
+            access.fresh,
+            access.redactor.clone(),
+        )?;
         return Ok(Arc::new(oauth));
     }
     Ok(Arc::new(Configured { fields: fields(remote).join(", "), oauth_possible: !authorization_taken(remote) }))

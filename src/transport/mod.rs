@@ -213,7 +213,12 @@ impl std::fmt::Display for TransportError {
             TransportError::BadAnswer(what) => write!(f, "the server answered with {what}"),
             TransportError::StreamEnded(why) => f.write_str(why),
             TransportError::Redirect(why) => f.write_str(why),
-            TransportError::Timeout => f.write_str("the HTTP request timed out"),
+            TransportError::Timeout => write!(
+                f,
+                "the HTTP request timed out (connecting may take {}; sending a notification or an answer, operation_timeout_ms up to {})",
+                crate::util::seconds(crate::net::CONNECT_TIMEOUT),
+                crate::util::seconds(http::MESSAGE_TIMEOUT)
+            ),
             TransportError::Io(why) => write!(f, "connection failed: {why}"),
         }
     }

@@ -11,18 +11,18 @@ use crate::support::Env;
 /// The canary key: it must appear nowhere.
 const KEY: &str = "sk-canary-key-4711";
 
-fn call(name: &str, arguments: Value) -> (String, String) {
+pub(crate) fn call(name: &str, arguments: Value) -> (String, String) {
     (name.to_string(), arguments.to_string())
 }
 
 /// `nod ask` against `model`, with the fixture server `fx` in the profile.
-fn ask(env: &Env, model: &Model, args: &[&str]) -> Cmd {
+pub(crate) fn ask(env: &Env, model: &Model, args: &[&str]) -> Cmd {
     let mut all = vec!["ask"];
     all.extend_from_slice(args);
     env.nod(all).env("NOD_BASE_URL", model.url()).env("NOD_MODEL", "fake-model").env("NOD_API_KEY", KEY).timeout(60)
 }
 
-fn settings(env: &Env, value: Value) {
+pub(crate) fn settings(env: &Env, value: Value) {
     std::fs::write(env.path("settings.json"), value.to_string()).unwrap();
 }
 
@@ -429,82 +429,4 @@ fn nod_permissions_shows_mode_rules_and_their_sources() {
         value["rules"][1],
         json!({ "permission": "mcp_fs_write_file", "pattern": "*", "action": "deny", "source": "workspace" })
     );
-}
-
-/// An npm server's binary, or None (saying why) where it is not installed; CI installs it.
-fn npm_bin(name: &str) -> Option<std::path::PathBuf> {
-    let root = std::env::var_os("NOD_TEST_NPM").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/npm")
-    });
-    let bin = root.join("node_modules/.bin").join(name);
-    if bin.exists() {
-        return Some(bin);
-    }
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{name} is not installed; CI must install it");
-    eprintln!("skipping: {name} is not installed");
-    None
-}
-
-#[test]
-fn server_everything_answers_a_question_through_the_agent() {
-    let Some(bin) = npm_bin("mcp-server-everything") else { return };
-    let env = Env::new();
-    env.profile(json!({ "mcp": { "everything": { "command": [bin], "env": env.marker_env() } } }));
-    settings(&env, json!({ "permission": { "mcp_everything_*": "allow" } }));
-    let model = Model::start(vec![
-        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "echo back the input message" }))]),
-        Step::Calls(String::new(), vec![call("mcp_everything_echo", json!({ "message": "from the model" }))]),
-        Step::Calls(
-            String::new(),
-            vec![call(
-                "mcp_read_resource",
-                json!({ "server": "everything", "uri": "demo://resource/static/document/architecture.md" }),
-            )],
-        ),
-        Step::Text("Everything echoed it.".into()),
-    ]);
-    let out = ask(&env, &model, &["--json", "use", "everything"]).run();
-    out.code(0).within(60.0);
-    assert_eq!(out.json()["final_output"], "Everything echoed it.");
-    let requests = model.requests();
-    assert!(tool_names(&requests[1]).contains(&"mcp_everything_echo".to_string()), "{:?}", tool_names(&requests[1]));
-    let echoed = &tool_messages(&requests[2])[1].1;
-    assert!(echoed.contains("Echo: from the model"), "{echoed}");
-    let read = &tool_messages(&requests[3])[2].1;
-    assert!(read.starts_with("<untrusted_external source=\"mcp\" server=\"everything\" resource="), "{read}");
-    let calls: Vec<(String, String)> = out.json()["tool_calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["status"].as_str().unwrap().to_string()))
-        .collect();
-    assert_eq!(calls.len(), 3, "{calls:?}");
-    assert!(calls.iter().all(|(_, status)| status == "success"), "{calls:?}");
-    env.assert_no_leftovers();
-}
-
-#[test]
-fn the_python_sdk_server_answers_a_question_through_the_agent() {
-    let venv = std::env::var_os("NOD_TEST_VENV").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/venv")
-    });
-    let python = venv.join("bin/python");
-    if !python.exists() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "the Python venv is missing; CI must install it");
-        eprintln!("skipping: no Python venv with mcp");
-        return;
-    }
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/python/server.py");
-    let env = Env::new();
-    env.profile(json!({ "mcp": { "py": { "command": [python, script, "stdio"], "env": env.marker_env() } } }));
-    let model = Model::start(vec![
-        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "add two integers" }))]),
-        Step::Calls(String::new(), vec![call("mcp_py_add", json!({ "a": 40, "b": 2 }))]),
-        Step::Text("It is 42.".into()),
-    ]);
-    let out = ask(&env, &model, &["--full-access", "add"]).run();
-    out.code(0).within(60.0).stdout_has("It is 42.");
-    let result = &tool_messages(&model.requests()[2])[1].1;
-    assert!(result.contains("42"), "{result}");
-    env.assert_no_leftovers();
 }

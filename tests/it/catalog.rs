@@ -71,15 +71,18 @@ fn a_binary_resource_is_written_exactly_with_output() {
     env.assert_no_leftovers();
 }
 
+/// Issue 11: with -o every content goes to a file, text too (as curl -o does), numbered in
+/// order; nothing is printed. (This test once pinned the text being printed instead.)
 #[test]
-fn mixed_contents_print_the_text_and_write_the_blob() {
+fn mixed_contents_with_output_go_to_numbered_files() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     let file = env.path("multi.bin");
     let path = file.to_string_lossy();
     let out = env.nod(["mcp", "resource", "read", SERVER, "fixture://multi", "-o", &path]).run();
-    out.code(0).stdout_has("text resource multi");
-    assert_eq!(std::fs::read(&file).unwrap(), BLOB, "{}", out.dump());
+    out.code(0).stdout_lacks("text resource multi");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "text resource multi", "{}", out.dump());
+    assert_eq!(std::fs::read(format!("{path}.2")).unwrap(), BLOB, "{}", out.dump());
     env.assert_no_leftovers();
 }
 

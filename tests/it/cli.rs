@@ -370,3 +370,28 @@ fn server_log_lines_redact_environment_values() {
     assert_no_secret(&out, &[CANARY]);
     env.assert_no_leftovers();
 }
+
+/// Issue 11: what is secret is redacted (configured environment values and URLs), and
+/// nothing else is mangled: URLs and URIs a server or a hint mentions stay readable.
+#[test]
+fn redaction_hides_configured_secrets_and_urls_and_keeps_the_rest_readable() {
+    let env = Env::new();
+    env.profile(json!({ "mcp": {
+        SERVER: env.fixture_entry(&[], json!({ "env": { "API_TOKEN": CANARY } })),
+        "rem": { "url": "http://127.0.0.1:1/mcp?key=k3y-9d2e" },
+    }}));
+    let said = format!(
+        "see https://docs.example.com/help about demo://nope; token {CANARY} at http://127.0.0.1:1/mcp?key=k3y-9d2e"
+    );
+    let message = json!({ "level": "error", "message": said }).to_string();
+    let out = env.nod(["mcp", "tool", "call", SERVER, "log", &message]).run();
+    out.code(0).stderr_line_has(&["https://docs.example.com/help", "demo://nope", "[redacted]"]);
+    assert_no_secret(&out, &[CANARY, "k3y-9d2e", "127.0.0.1:1"]);
+    let out = env.nod(["mcp", "resource", "read", SERVER, "fixture://missing", "--json"]).run();
+    out.code(2);
+    assert_eq!(out.json()["error"]["data"]["uri"], "fixture://missing", "{}", out.dump());
+    // A hint shows the URL it means.
+    let out = env.nod(["mcp", "add", "--transport", "http", "plain", "http://example.com/mcp"]).run();
+    out.code(2).stderr_has("http://127.0.0.1:PORT/").stderr_lacks("<url>");
+    env.assert_no_leftovers();
+}

@@ -11,7 +11,7 @@ mod run;
 /// Helpers: private NOD_HOME, the fixture's profile entry, the wire record, leftover processes.
 mod support;
 
-/// `nod ask`: the agent against the fake model, the fixture and real servers.
+/// `nod ask`: the agent against the fake model and the fixture.
 mod ask;
 /// Resources and prompts: listing, reading, completion.
 mod catalog;
@@ -21,6 +21,8 @@ mod cli;
 mod contract;
 /// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
 mod faults;
+/// Per-command help, typo suggestions, completions, doctor's findings, diagnoses, wording.
+mod guidance;
 /// Remote servers misbehaving over HTTP: sessions, streams, storms, credentials, legacy SSE.
 mod http_faults;
 /// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
@@ -35,8 +37,14 @@ mod project;
 mod protocol;
 /// Real MCP servers from npm: everything, filesystem, memory.
 mod real;
+/// The agent with server-everything and a Python SDK server.
+mod real_agent;
 /// Real servers over HTTP and SSE: server-everything and the Python SDK (stdio too).
 mod real_http;
+/// JSON everywhere, typed --jsonl errors, argument sources, output files, answers, timeouts.
+mod scripting;
+/// A person at a terminal: elicitation prompts, list --connect as servers become ready.
+mod terminal;
 /// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.
 mod tools;
 /// `--jsonl` streams, Ctrl-C, and what goes over the wire.

@@ -542,7 +542,15 @@ fn oauth_malformed_entry_of_another_server_is_isolated_and_replaced() {
     w.call(false).code(0).within(10.0).stdout_has("called echo");
     let list = w.run(&["mcp", "list"], false, None);
     list.code(0).within(5.0).stdout_has("other").stdout_has("malformed");
-    w.run(&["mcp", "auth", "other"], true, None).code(0).within(15.0).stdout_has("authorized server other");
+    // Under --json, auth prints one document (issue 11).
+    let auth = w.run(&["mcp", "auth", "other", "--json"], true, None);
+    auth.code(0).within(15.0);
+    assert_eq!(
+        (&auth.json()["server"], &auth.json()["authorized"]),
+        (&json!("other"), &json!(true)),
+        "{}",
+        auth.dump()
+    );
     let creds = w.creds();
     assert_eq!(creds["servers"]["other"]["access_token"], "tok-canary-2");
     assert_eq!(creds["servers"][NAME]["access_token"], "tok-canary-1", "srv's entry is kept");
@@ -550,8 +558,9 @@ fn oauth_malformed_entry_of_another_server_is_isolated_and_replaced() {
     let mut creds = creds;
     creds["servers"]["other"] = json!("garbage");
     w.write_creds(&creds);
-    let out = w.run(&["mcp", "logout", "other"], false, None);
-    out.code(0).within(5.0).stdout_has("other");
+    let out = w.run(&["mcp", "logout", "other", "--json"], false, None);
+    out.code(0).within(5.0);
+    assert_eq!(out.json()["server"], "other", "{}", out.dump());
     let creds = w.creds();
     assert!(creds["servers"].get("other").is_none() && creds["servers"].get(NAME).is_some(), "{creds}");
     w.call(false).code(0).within(10.0).stdout_has("called echo");

@@ -320,7 +320,11 @@ fn trust_is_recorded_privately_per_workspace_and_can_be_reset() {
         listed["project"]["servers"].as_array().unwrap().iter().map(|s| s["trust"].as_str().unwrap()).collect();
     assert_eq!(states, ["pending", "pending"]);
     env.nod(["mcp", "trust", "approve", "nope"]).cwd(&repo).run().code(2).stderr_has("no project server named nope");
-    env.nod(["mcp", "trust", "bogus"]).cwd(&repo).run().code(2).stderr_has("usage: nod mcp trust");
+    env.nod(["mcp", "trust", "bogus"]).cwd(&repo).run().code(2).stderr_line_has(&[
+        "unknown command \"nod mcp trust bogus\"",
+        "approve-all",
+        "nod mcp trust --help",
+    ]);
 }
 
 #[test]
@@ -359,7 +363,7 @@ fn broken_project_files_are_clear_issues() {
             Box::new(|r: &Path| {
                 write_project(r, json!({ "bad name": { "command": "x" }, "fine": { "command": "y" } }))
             }),
-            "may contain only letters",
+            "may contain only ASCII letters",
         ),
     ];
     for (label, make, expect) in cases {
@@ -469,16 +473,13 @@ fn status_and_doctor_report_without_connecting_or_showing_secrets() {
 }
 
 #[test]
+#[ignore = "needs server-everything from npm; cargo test -- --include-ignored (README)"]
 fn a_real_repository_walks_through_pending_approve_use_change_pending() {
     let npm = std::env::var_os("NOD_TEST_NPM")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/npm"));
     let bin = npm.join("node_modules/.bin/mcp-server-everything");
-    if !bin.exists() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "server-everything is not installed; CI must install it");
-        eprintln!("skipping: server-everything is not installed");
-        return;
-    }
+    assert!(bin.exists(), "server-everything is not installed (no {}); bash .ci/run installs it", bin.display());
     let env = Env::new();
     let repo = env.path("checkout");
     std::fs::create_dir_all(&repo).unwrap();

@@ -105,7 +105,8 @@ fn tool_list_follows_every_page() {
     assert_eq!(pages, 4, "40 tools in pages of 10 take 4 requests");
 
     let out = env.nod(["mcp", "tool", "list", SERVER]).run();
-    out.code(0).stdout_has("echo  Echoes its message back");
+    // Each line shows how to call the tool: its parameters with their types.
+    out.code(0).stdout_has("echo message:string  Echoes its message back");
     assert_eq!(out.text().lines().count(), 40, "{}", out.dump());
     env.assert_no_leftovers();
 }

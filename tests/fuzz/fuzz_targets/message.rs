@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = nod::util::base64_decode(text);
         let _ = nod::util::redact(text, &["secret".to_string()]);
+        let _ = nod::util::redact_urls(text);
         let safe = nod::util::terminal_safe(text);
         assert!(!safe.contains('\u{1b}'));
         let _ = nod::util::one_line(text);

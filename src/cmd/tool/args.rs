@@ -1,0 +1,91 @@
+//! Arguments without shell gymnastics: a JSON object given inline, read from stdin (`-`) or
+//! from a file (`@FILE`, so no argument list limit applies), and `--arg NAME=VALUE` pairs
+//! on top. For a tool a pair's value is JSON when it parses as JSON, else a string (as the
+//! MCP Inspector's CLI does); for a prompt it is always a string.
+
+use std::io::Read;
+
+use serde_json::{Map, Value};
+
+use crate::cli::{Arguments, Source};
+use crate::cmd::failure::{Kind, fail};
+
+/// The text of a source: the word itself, all of stdin, or a file.
+pub fn read_text(source: &Source, what: &str) -> anyhow::Result<String> {
+    match source {
+        Source::Inline(text) => Ok(text.clone()),
+        Source::Stdin => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| fail(Kind::Usage, format!("cannot read {what} from stdin: {e}")))?;
+            Ok(text)
+        }
+        Source::File(path) => std::fs::read_to_string(path)
+            .map_err(|e| fail(Kind::Usage, format!("cannot read {what} from {}: {e}", path.display()))),
+    }
+}
+
+/// A tool's arguments object: the object (default `{}`), then each pair.
+pub fn tool_arguments(arguments: &Arguments) -> anyhow::Result<Value> {
+    let mut object = match &arguments.object {
+        Some(source) => object(&read_text(source, "the tool arguments")?, "tool arguments")?,
+        None => Map::new(),
+    };
+    for (name, value) in &arguments.pairs {
+        let value = serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::String(value.clone()));
+        object.insert(name.clone(), value);
+    }
+    Ok(Value::Object(object))
+}
+
+/// A prompt's arguments: strings only. None when none were given.
+pub fn prompt_arguments(arguments: &Arguments) -> anyhow::Result<Option<Value>> {
+    let mut object = match &arguments.object {
+        Some(source) => object(&read_text(source, "the prompt arguments")?, "prompt arguments")?,
+        None if arguments.pairs.is_empty() => return Ok(None),
+        None => Map::new(),
+    };
+    if let Some((key, _)) = object.iter().find(|(_, v)| !v.is_string()) {
+        return Err(fail(
+            Kind::Usage,
+            format!("prompt arguments are strings; {key:?} is not (quote it, like {{\"{key}\": \"3\"}})"),
+        ));
+    }
+    for (name, value) in &arguments.pairs {
+        object.insert(name.clone(), Value::String(value.clone()));
+    }
+    Ok(Some(Value::Object(object)))
+}
+
+/// Parses `text` as a JSON object; `what` names it in the error.
+pub fn object(text: &str, what: &str) -> anyhow::Result<Map<String, Value>> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(fail(Kind::Usage, format!("{what} must be a JSON object, like {{\"path\": \"/tmp\"}}"))),
+        Err(err) => Err(fail(Kind::Usage, format!("{what} are not valid JSON: {err}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pairs_parse_as_json_when_they_can() {
+        let arguments = Arguments {
+            object: Some(Source::Inline(r#"{"a": 1, "keep": true}"#.into())),
+            pairs: [("a", "2"), ("s", "hello"), ("q", "\"7\""), ("l", "[1,2]"), ("e", "")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .to_vec(),
+        };
+        assert_eq!(
+            tool_arguments(&arguments).unwrap(),
+            json!({"a": 2, "keep": true, "s": "hello", "q": "7", "l": [1, 2], "e": ""})
+        );
+        let prompt = Arguments { object: None, pairs: vec![("n".into(), "3".into())] };
+        assert_eq!(prompt_arguments(&prompt).unwrap(), Some(json!({"n": "3"})));
+        assert!(tool_arguments(&Arguments { object: Some(Source::Inline("[1]".into())), pairs: vec![] }).is_err());
+    }
+}

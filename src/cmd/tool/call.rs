@@ -1,0 +1,242 @@
+//! `nod mcp tool call`: one call, its progress on stderr, its result (images and audio to
+//! files with `-o`), and the server's questions: answered by policy, by values given in
+//! advance, by a person on the terminal, or reported as input required.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, select};
+use serde_json::{Value, json};
+
+use super::args;
+use crate::cli::ToolCall;
+use crate::cmd::failure::{Failure, Kind, fail};
+use crate::cmd::render;
+use crate::cmd::{Context, Exit, One, print, print_json, stdin_is_terminal, stdout_is_terminal};
+use crate::dispatch::{CallError, CallUpdate, Progress};
+use crate::session::elicit::{Answering, Asked, InputRequired, Policy, PolicyHandler};
+use crate::session::{Call, Session};
+use crate::util::Trigger;
+
+pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
+    // Everything the user gave is read and checked before a server starts.
+    let arguments = if call.jsonl { None } else { Some(args::tool_arguments(&call.arguments)?) };
+    let answering = answering(&call)?;
+    let asking = answering == Answering::Ask;
+    let (asks_tx, asks_rx) = crossbeam_channel::unbounded();
+    let handler = Arc::new(PolicyHandler::answering(answering, Some(asks_tx)));
+    let one = One::connect(&call.server, handler, ctx)?;
+    let session = one.session();
+    let refused = super::refusal(session, &call.tool).map_err(|e| e.context(format!("server {}", call.server)))?;
+    if let Some(why) = refused {
+        return Err(fail(Kind::Protocol, format!("server {}: {why}; nothing was sent", call.server)));
+    }
+    if call.jsonl {
+        return super::jsonl::run(&one, &call, &asks_rx, ctx);
+    }
+    let arguments = arguments.unwrap_or_else(|| json!({}));
+    let pending = session.call_tool(&call.tool, &arguments, None);
+    let label = format!("{}/{}", call.server, call.tool);
+    let ask = asking.then_some(&ctx.interrupt);
+    match wait(session, pending, &asks_rx, &label, ask)? {
+        Outcome::Result(result) => print_result(&call, &result, ctx),
+        // The server needs the user to visit a URL first (-32042): input required.
+        Outcome::Failed(CallError::Rpc(error))
+            if error.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &error).is_some() =>
+        {
+            report_input_required(&url_required(&call.server, &error).expect("checked"), None, ctx)
+        }
+        // The server refused the call (unknown tool, bad arguments): the call failed, like
+        // isError, and the connection is fine.
+        Outcome::Failed(CallError::Rpc(error)) => Err(anyhow::Error::new(Failure {
+            kind: Kind::ToolError,
+            message: format!("server {}: tool {}: {}", call.server, call.tool, CallError::Rpc(error.clone())),
+            code: Some(error.code),
+            data: error.data,
+        })),
+        Outcome::Failed(err) => {
+            Err(anyhow::Error::new(err).context(format!("server {}: tool {}", call.server, call.tool)))
+        }
+        Outcome::InputRequired(input) => report_input_required(&input, None, ctx),
+    }
+}
+
+/// How the server's questions are answered: `--elicit-answer` values, the `--elicit`
+/// policy, a person when stdin is a terminal, else `fail`.
+fn answering(call: &ToolCall) -> anyhow::Result<Answering> {
+    if let Some(source) = &call.elicit_answer {
+        let values = args::object(&args::read_text(source, "the elicitation answer")?, "the elicitation answer")?;
+        return Ok(Answering::Values(Arc::new(Value::Object(values))));
+    }
+    Ok(match call.elicit {
+        Some(policy) => Answering::Policy(policy),
+        // --jsonl reads its input from stdin: nobody to ask there. The questions go to
+        // stderr, which must be the terminal too.
+        None if !call.jsonl && stdin_is_terminal() && std::io::stderr().is_terminal() => Answering::Ask,
+        None => Answering::Policy(Policy::Fail),
+    })
+}
+
+/// MCP 2025-11-25: the request cannot go on until the user completes a URL elicitation.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+
+/// The first URL elicitation of a -32042 error, as an input-required result.
+pub fn url_required(server: &str, error: &crate::jsonrpc::ResponseError) -> Option<InputRequired> {
+    let elicitations = error.data.as_ref()?.get("elicitations")?.as_array()?;
+    let first = elicitations.iter().find(|e| e.get("mode").and_then(Value::as_str) == Some("url"))?;
+    let text = |key: &str| first.get(key).and_then(Value::as_str).map(str::to_string);
+    Some(InputRequired {
+        server: server.to_string(),
+        mode: "url".into(),
+        message: text("message").unwrap_or_else(|| error.message.clone()),
+        requested_schema: None,
+        url: Some(text("url")?),
+        elicitation_id: text("elicitationId"),
+    })
+}
+
+pub enum Outcome {
+    Result(Value),
+    Failed(CallError),
+    InputRequired(InputRequired),
+}
+
+/// Waits for a call, showing progress on stderr. A question from the server is put to the
+/// person at the terminal when `ask` holds the interrupt to watch; otherwise it cancels the
+/// call and ends in input required.
+pub fn wait(
+    session: &Session,
+    mut pending: Call,
+    input: &Receiver<Asked>,
+    label: &str,
+    ask: Option<&Trigger>,
+) -> anyhow::Result<Outcome> {
+    let mut shown = ProgressLine::new(label);
+    loop {
+        select! {
+            recv(pending.updates()) -> update => match update {
+                Ok(CallUpdate::Progress(p)) => shown.show(&p),
+                Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, result) {
+                    Some(Ok(result)) => return Ok(Outcome::Result(result)),
+                    Some(Err(err)) => return Ok(Outcome::Failed(err)),
+                    // Replayed on a new session: keep waiting.
+                    None => {}
+                },
+                Err(_) => return Err(fail(Kind::Interrupted, "nod is shutting down")),
+            },
+            recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
+            // A request the server has cancelled already is dropped (CAN-5).
+            recv(input) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
+                if let Some(interrupt) = ask {
+                    match crate::cmd::elicit_tty::ask(&input, interrupt) {
+                        Some(answer) => responder.respond(Ok(answer)),
+                        None => return Err(fail(Kind::Interrupted, "interrupted while answering the server")),
+                    }
+                    continue;
+                }
+                // The call is cancelled before the server hears the answer, so a fast server
+                // cannot finish the call in between (the frames leave in this order).
+                session.cancel(&pending, "the server asked for input that nod could not collect");
+                responder.respond(Ok(json!({ "action": "cancel" })));
+                return Ok(Outcome::InputRequired(input));
+            },
+        }
+    }
+}
+
+/// Progress on stderr, at most ten lines a second a call.
+struct ProgressLine<'a> {
+    label: &'a str,
+    last: Option<Instant>,
+}
+
+impl<'a> ProgressLine<'a> {
+    fn new(label: &'a str) -> ProgressLine<'a> {
+        ProgressLine { label, last: None }
+    }
+
+    fn show(&mut self, p: &Progress) {
+        let now = Instant::now();
+        if self.last.is_some_and(|at| now.duration_since(at) < Duration::from_millis(100)) {
+            return;
+        }
+        self.last = Some(now);
+        let amount = match p.total {
+            Some(total) => format!("{}/{}", number(p.progress), number(total)),
+            None => number(p.progress),
+        };
+        let message = p.message.as_deref().map(|m| format!(" {}", crate::util::terminal_safe(m))).unwrap_or_default();
+        eprintln!("nod: {}: progress {amount}{message}", self.label);
+    }
+}
+
+fn number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.2}") }
+}
+
+fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Result<Exit> {
+    let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    let content = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    if let Some(output) = &call.output {
+        let media: Vec<&Value> = content
+            .iter()
+            .filter(|b| matches!(b.get("type").and_then(Value::as_str), Some("image" | "audio")))
+            .collect();
+        if media.is_empty() {
+            eprintln!("nod: the result has no images or audio; nothing written to {}", output.display());
+        } else {
+            let data: Vec<&str> = media.iter().map(|b| b.get("data").and_then(Value::as_str).unwrap_or("")).collect();
+            crate::cmd::output::write_base64(&call.server, output, &data)?;
+        }
+    }
+    let redact = |text: &str| ctx.redactor.redact(text);
+    if ctx.options.json {
+        // A server may echo what it was sent (headers, environment) into an error.
+        let shown = if is_error { crate::cmd::failure::redact_value(result, &redact) } else { result.clone() };
+        print_json(&shown)?;
+    } else {
+        let mut text = render::blocks(content, stdout_is_terminal());
+        if content.is_empty()
+            && let Some(structured) = result.get("structuredContent")
+        {
+            text = format!("{}\n", serde_json::to_string_pretty(structured)?);
+        }
+        if is_error {
+            eprint!(
+                "nod: server {}: tool {} reported an error:\n{}",
+                call.server,
+                call.tool,
+                render::safe(&redact(&text), true)
+            );
+        } else if call.output.as_deref() != Some(std::path::Path::new("-")) {
+            print(&text)?;
+        }
+    }
+    Ok(if is_error { Exit::ToolError } else { Exit::Ok })
+}
+
+/// Says on stderr what the server asked and how to answer it, and prints the typed
+/// input-required result on stdout (pretty with --json, one line otherwise; `line` is the
+/// `--jsonl` input line that asked). Exit 3.
+pub fn report_input_required(input: &InputRequired, line: Option<usize>, ctx: &Context) -> anyhow::Result<Exit> {
+    let message = crate::util::terminal_safe(&crate::util::one_line(&ctx.redactor.redact(&input.message))).into_owned();
+    let how = if input.mode == "url" {
+        "open the URL it gives, then run the command again; or answer with --elicit decline or --elicit cancel"
+    } else {
+        "run it on a terminal to be asked, or answer with --elicit-answer JSON, --elicit defaults, decline or cancel"
+    };
+    let text = format!("server {} asked for input ({} mode): {message}", input.server, input.mode);
+    eprintln!("nod: {text}; {how}");
+    let mut report = input.to_json();
+    report["error"] = json!({ "kind": Kind::InputRequired.as_str(), "message": text, "server": input.server });
+    if let Some(line) = line {
+        report["error"]["line"] = json!(line);
+    }
+    if ctx.options.json {
+        print_json(&report)?;
+    } else {
+        print(&format!("{}\n", serde_json::to_string(&report)?))?;
+    }
+    Ok(Exit::InputRequired)
+}

@@ -1,0 +1,169 @@
+//! `nod mcp tool call --jsonl`: one arguments object per stdin line, up to `--parallel` calls
+//! in flight on the one connection, one result per line in input order. A line that failed
+//! is `{"error": {"kind", "message", "server", "line"}}`; when any failed, one summary line
+//! on stderr names the server and the counts.
+
+use std::collections::VecDeque;
+use std::io::BufRead;
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use serde_json::{Value, json};
+
+use super::call::{Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
+use crate::cli::ToolCall;
+use crate::cmd::failure::{self, Kind};
+use crate::cmd::{Context, Exit, One, print};
+use crate::dispatch::CallError;
+use crate::session::elicit::Asked;
+use crate::session::{Call, Session};
+
+/// One line of input: a call in flight, or an answer already known.
+enum Slot {
+    Call(Call, Arc<Session>, usize),
+    Ready(Value, Option<Failed>),
+}
+
+/// A failed line: its message, for the summary, and whether the connection was lost with
+/// it (or never usable), which makes the run a connection error.
+struct Failed {
+    message: String,
+    lost: bool,
+}
+
+pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -> anyhow::Result<Exit> {
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut slots: VecDeque<Slot> = VecDeque::new();
+    let mut failures: Vec<Failed> = Vec::new();
+    let mut calls = 0usize;
+    let mut eof = false;
+    let mut line_no = 0usize;
+    let label = format!("{}/{}", call.server, call.tool);
+    let error = |kind: Kind, message: String, line: usize, err: Option<&CallError>| -> (Value, Option<Failed>) {
+        let message = ctx.redactor.redact(&message);
+        let mut value =
+            json!({ "error": { "kind": kind.as_str(), "message": message, "server": call.server, "line": line } });
+        if let Some(CallError::Rpc(rpc)) = err {
+            value["error"]["code"] = json!(rpc.code);
+            if let Some(data) = &rpc.data {
+                value["error"]["data"] = failure::redact_value(data, &|t: &str| ctx.redactor.redact(t));
+            }
+        }
+        let lost = kind == Kind::Connection && err.is_none_or(|e| !matches!(e, CallError::Transport(_)))
+            || matches!(err, Some(CallError::Invalid { .. } | CallError::NotOffered(_)));
+        (value, Some(Failed { message, lost }))
+    };
+    loop {
+        while !eof && slots.len() < call.parallel {
+            match lines.next() {
+                None => eof = true,
+                Some(line) => {
+                    let line = line?;
+                    line_no += 1;
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    calls += 1;
+                    slots.push_back(match super::args::object(&line, "tool arguments") {
+                        Ok(arguments) => match one.live() {
+                            Ok(session) => {
+                                let pending = session.call_tool(&call.tool, &Value::Object(arguments), None);
+                                Slot::Call(pending, session, line_no)
+                            }
+                            Err(err) => {
+                                let kind = failure::kind_of(&err).unwrap_or(Kind::Connection);
+                                let (value, failed) = error(kind, failure::message(&err), line_no, None);
+                                Slot::Ready(value, failed)
+                            }
+                        },
+                        Err(err) => {
+                            let (value, failed) = error(Kind::Usage, format!("line {line_no}: {err:#}"), line_no, None);
+                            Slot::Ready(value, failed)
+                        }
+                    });
+                }
+            }
+        }
+        let Some(slot) = slots.pop_front() else { break };
+        let (value, failed) = match slot {
+            Slot::Ready(value, failed) => (value, failed),
+            Slot::Call(pending, session, line) => match wait(&session, pending, input, &label, None)? {
+                Outcome::Result(result) => {
+                    if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
+                        // An error a server reports may echo what it was sent.
+                        let text = crate::cmd::render::blocks(
+                            result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
+                            false,
+                        );
+                        let message = format!("the tool reported an error: {}", crate::util::one_line(text.trim_end()));
+                        let redacted = failure::redact_value(&result, &|t: &str| ctx.redactor.redact(t));
+                        (redacted, Some(Failed { message: ctx.redactor.redact(&message), lost: false }))
+                    } else {
+                        (result, None)
+                    }
+                }
+                Outcome::Failed(CallError::Rpc(rpc))
+                    if rpc.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &rpc).is_some() =>
+                {
+                    stop(&mut slots);
+                    return report_input_required(
+                        &url_required(&call.server, &rpc).expect("checked"),
+                        Some(line),
+                        &plain(ctx),
+                    );
+                }
+                Outcome::Failed(err) => {
+                    let kind = match &err {
+                        CallError::Rpc(_) => Kind::ToolError,
+                        other => failure::call_kind(other),
+                    };
+                    error(kind, failure::call_message(&err), line, Some(&err))
+                }
+                Outcome::InputRequired(request) => {
+                    stop(&mut slots);
+                    return report_input_required(&request, Some(line), &plain(ctx));
+                }
+            },
+        };
+        if let Some(failed) = failed {
+            failures.push(failed);
+        }
+        print(&format!("{}\n", serde_json::to_string(&value)?))?;
+    }
+    if let Some(first) = failures.first() {
+        let same = failures.iter().all(|f| f.message == first.message);
+        let counts = format!("{} of {calls} calls failed", failures.len());
+        let shown = crate::util::terminal_safe(&first.message).into_owned();
+        if same {
+            eprintln!("nod: server {}: {counts}: {shown}", call.server);
+        } else {
+            eprintln!("nod: server {}: {counts}; the first: {shown}", call.server);
+        }
+    }
+    // A connection lost (or never usable) is a connection error, even here.
+    let lost = failures.iter().any(|f| f.lost);
+    Ok(if lost {
+        Exit::Failure
+    } else if !failures.is_empty() {
+        Exit::ToolError
+    } else {
+        Exit::Ok
+    })
+}
+
+/// Cancels every call still in flight: the run stops.
+fn stop(slots: &mut VecDeque<Slot>) {
+    for slot in slots.drain(..) {
+        if let Slot::Call(pending, session, _) = slot {
+            session.cancel(&pending, "the run stopped: a server asked for input");
+        }
+    }
+}
+
+/// The input-required result of a `--jsonl` run is one line, like every other.
+fn plain(ctx: &Context) -> Context {
+    let mut ctx = ctx.clone();
+    ctx.options.json = false;
+    ctx
+}

@@ -1,0 +1,180 @@
+//! `nod mcp tool list|show|call`. `list` shows how to call each tool (its signature),
+//! `show` one tool's description and schemas; the call and its `--jsonl` stream live in
+//! `call` and `jsonl`, the arguments in `args`.
+
+pub mod args;
+pub mod call;
+mod jsonl;
+
+use serde_json::{Value, json};
+
+use super::failure::{Kind, fail};
+use super::render::{row, safe};
+use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
+use crate::session::Session;
+use crate::session::catalog::{self, Kind as Catalog, Listing};
+
+pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
+    let one = One::plain(server, ctx)?;
+    let listing = catalog::list(one.session(), Catalog::Tools)?;
+    warn_rejected(server, &listing.rejected);
+    super::names::remember(server, Some(&listing.items), None);
+    if ctx.options.json && listing.unusable.is_empty() {
+        print_listing("tools", &listing.items)?;
+    } else if ctx.options.json {
+        let unusable: serde_json::Map<String, Value> =
+            listing.unusable.iter().map(|(name, why)| (name.clone(), json!(why))).collect();
+        print_json(&json!({ "tools": listing.items, "unusable": unusable }))?;
+    } else {
+        let terminal = stdout_is_terminal();
+        let mut out = String::new();
+        for tool in &listing.items {
+            let about = tool.get("description").and_then(Value::as_str).unwrap_or("");
+            let about = format!("{}{}", super::render::first_line(about), marks(tool, &listing));
+            out.push_str(&row(&ctx.redactor.redact(&signature(tool)), &ctx.redactor.redact(&about), terminal));
+        }
+        print(&out)?;
+    }
+    Ok(Exit::Ok)
+}
+
+pub fn show(server: &str, tool: &str, ctx: &Context) -> anyhow::Result<Exit> {
+    let one = One::plain(server, ctx)?;
+    let listing = catalog::list(one.session(), Catalog::Tools)?;
+    super::names::remember(server, Some(&listing.items), None);
+    let Some(found) = listing.find(tool) else {
+        let names = listing.items.iter().filter_map(|t| t.get("name").and_then(Value::as_str));
+        let hint = crate::cli::suggest::hint(tool, names);
+        return Err(fail(
+            Kind::NotFound,
+            format!("server {server} has no tool named {tool}{hint}; see nod mcp tool list {server}"),
+        ));
+    };
+    if ctx.options.json {
+        print_json(&json!({
+            "tool": found,
+            "unusable": listing.unusable(tool),
+            "task_required": catalog::requires_task(found),
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let redact = |text: &str| ctx.redactor.redact(text);
+    let text = |key: &str| found.get(key).and_then(Value::as_str).unwrap_or("");
+    let mut out = format!("{}{}\n", signature(found), marks(found, &listing));
+    if !text("title").is_empty() {
+        out.push_str(&format!("title: {}\n", crate::util::one_line(text("title"))));
+    }
+    if !text("description").is_empty() {
+        out.push_str(&format!("\n{}\n", text("description").trim_end()));
+    }
+    for (label, key) in
+        [("annotations", "annotations"), ("input schema", "inputSchema"), ("output schema", "outputSchema")]
+    {
+        if let Some(value) = found.get(key) {
+            out.push_str(&format!("\n{label}:\n{}\n", serde_json::to_string_pretty(value)?));
+        }
+    }
+    print(&safe(&redact(&out), stdout_is_terminal()))?;
+    Ok(Exit::Ok)
+}
+
+/// `get-sum a:number b:number [note:string]`: the name, then each parameter with its type,
+/// optional ones in brackets, in the schema's order.
+pub fn signature(tool: &Value) -> String {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+    let schema = &tool["inputSchema"];
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut out = name.to_string();
+    for (param, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+        let shown = format!("{param}:{}", type_of(property));
+        out.push(' ');
+        if required.contains(&param.as_str()) {
+            out.push_str(&shown);
+        } else {
+            out.push_str(&format!("[{shown}]"));
+        }
+    }
+    crate::util::one_line(&out)
+}
+
+/// A property's type for a signature: its `type` (or types joined by |), the values of an
+/// `enum`, or `any`.
+fn type_of(property: &Value) -> String {
+    if let Some(values) = property.get("enum").and_then(Value::as_array) {
+        let shown: Vec<String> =
+            values.iter().take(6).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect();
+        let more = if values.len() > 6 { "|..." } else { "" };
+        return format!("{}{more}", shown.join("|"));
+    }
+    match property.get("type") {
+        Some(Value::String(kind)) => match (kind.as_str(), property.pointer("/items/type").and_then(Value::as_str)) {
+            ("array", Some(item)) => format!("{item}[]"),
+            _ => kind.clone(),
+        },
+        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("|"),
+        _ => "any".into(),
+    }
+}
+
+/// ` [task required]`, ` [unusable: why]`: what keeps nod from calling the tool.
+fn marks(tool: &Value, listing: &Listing) -> String {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+    let mut out = String::new();
+    if catalog::requires_task(tool) {
+        out.push_str(" [task required]");
+    }
+    if let Some(why) = listing.unusable(name) {
+        out.push_str(&format!(" [unusable: {why}]"));
+    }
+    out
+}
+
+/// Why nod will not call `tool`, from the server's listing: a schema nod cannot use, or a
+/// tool that requires MCP Tasks. A tool the listing does not have is left to the server.
+fn refusal(session: &Session, tool: &str) -> anyhow::Result<Option<String>> {
+    let listing = match catalog::list(session, Catalog::Tools) {
+        Ok(listing) => listing,
+        // A server without tools is told so by the call itself; one whose listing fails
+        // still gets the call (its own answer says more than nod could).
+        Err(err) => {
+            log::debug!("server {}: tools/list before the call failed: {err:#}", session.name);
+            return Ok(None);
+        }
+    };
+    super::names::remember(&session.name, Some(&listing.items), None);
+    if let Some(why) = listing.unusable(tool) {
+        return Ok(Some(format!("tool {tool} is unusable: {why}")));
+    }
+    if listing.find(tool).is_some_and(catalog::requires_task) {
+        return Ok(Some(format!(
+            "tool {tool} requires MCP Tasks (execution.taskSupport \"required\"), which nod does not implement"
+        )));
+    }
+    Ok(None)
+}
+
+pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
+    for why in rejected {
+        eprintln!("nod: server {server}: ignored {}", crate::util::one_line(why));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_show_types_and_optional_parameters() {
+        let tool = json!({"name": "get-sum", "inputSchema": {"type": "object", "properties": {
+            "a": {"type": "number"}, "b": {"type": "number"}, "note": {"type": "string"},
+            "mode": {"type": "string", "enum": ["fast", "slow"]}, "tags": {"type": "array", "items": {"type": "string"}},
+            "x": {"type": ["string", "null"]}, "y": {}
+        }, "required": ["a", "b"]}});
+        assert_eq!(
+            signature(&tool),
+            "get-sum a:number b:number [note:string] [mode:fast|slow] [tags:string[]] [x:string|null] [y:any]"
+        );
+        assert_eq!(signature(&json!({"name": "noop", "inputSchema": {"type": "object"}})), "noop");
+    }
+}

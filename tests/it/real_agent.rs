@@ -1,0 +1,83 @@
+//! The agent against servers nobody here wrote: server-everything from npm and the Python
+//! SDK, through the scripted fake model. `#[ignore]`d like the other real-server tests:
+//! `cargo test -- --include-ignored` runs them and fails them when the servers are missing.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::ask::{ask, call, settings};
+use crate::model::{Model, Step, tool_messages, tool_names};
+use crate::support::Env;
+
+/// The npm binary `name`; a test that needs it fails when it is not installed.
+fn npm_bin(name: &str) -> PathBuf {
+    let root = std::env::var_os("NOD_TEST_NPM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/npm"));
+    let bin = root.join("node_modules/.bin").join(name);
+    assert!(bin.exists(), "{name} is not installed (no {}); bash .ci/run installs it", bin.display());
+    bin
+}
+
+#[test]
+#[ignore = "needs the MCP servers from npm; cargo test -- --include-ignored (README)"]
+fn server_everything_answers_a_question_through_the_agent() {
+    let bin = npm_bin("mcp-server-everything");
+    let env = Env::new();
+    env.profile(json!({ "mcp": { "everything": { "command": [bin], "env": env.marker_env() } } }));
+    settings(&env, json!({ "permission": { "mcp_everything_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "echo back the input message" }))]),
+        Step::Calls(String::new(), vec![call("mcp_everything_echo", json!({ "message": "from the model" }))]),
+        Step::Calls(
+            String::new(),
+            vec![call(
+                "mcp_read_resource",
+                json!({ "server": "everything", "uri": "demo://resource/static/document/architecture.md" }),
+            )],
+        ),
+        Step::Text("Everything echoed it.".into()),
+    ]);
+    let out = ask(&env, &model, &["--json", "use", "everything"]).run();
+    out.code(0).within(60.0);
+    assert_eq!(out.json()["final_output"], "Everything echoed it.");
+    let requests = model.requests();
+    assert!(tool_names(&requests[1]).contains(&"mcp_everything_echo".to_string()), "{:?}", tool_names(&requests[1]));
+    let echoed = &tool_messages(&requests[2])[1].1;
+    assert!(echoed.contains("Echo: from the model"), "{echoed}");
+    let read = &tool_messages(&requests[3])[2].1;
+    assert!(read.starts_with("<untrusted_external source=\"mcp\" server=\"everything\" resource="), "{read}");
+    let calls: Vec<(String, String)> = out.json()["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["status"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(calls.iter().all(|(_, status)| status == "success"), "{calls:?}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+#[ignore = "needs the Python mcp SDK in a venv; cargo test -- --include-ignored (README)"]
+fn the_python_sdk_server_answers_a_question_through_the_agent() {
+    let venv = std::env::var_os("NOD_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/venv"));
+    let python = venv.join("bin/python");
+    assert!(python.exists(), "no Python venv with mcp at {}; bash .ci/run makes it", venv.display());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/python/server.py");
+    let env = Env::new();
+    env.profile(json!({ "mcp": { "py": { "command": [python, script, "stdio"], "env": env.marker_env() } } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "add two integers" }))]),
+        Step::Calls(String::new(), vec![call("mcp_py_add", json!({ "a": 40, "b": 2 }))]),
+        Step::Text("It is 42.".into()),
+    ]);
+    let out = ask(&env, &model, &["--full-access", "add"]).run();
+    out.code(0).within(60.0).stdout_has("It is 42.");
+    let result = &tool_messages(&model.requests()[2])[1].1;
+    assert!(result.contains("42"), "{result}");
+    env.assert_no_leftovers();
+}

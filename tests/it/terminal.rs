@@ -1,0 +1,86 @@
+//! Issue 11, a person at a terminal (a pseudo-terminal here): a server's questions asked
+//! field by field, a sensitive field read without echo, and `list --connect` showing each
+//! server as it becomes ready.
+
+use serde_json::json;
+
+use crate::support::{Env, SERVER};
+
+#[test]
+fn a_terminal_is_asked_for_each_field_with_types_defaults_and_choices() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).spawn_on_terminal();
+    term.wait_for("server fx asks: Please tell me your name");
+    term.wait_for("name (required) [Ada]: ").type_line("Grace Hopper");
+    term.wait_for("age (integer) [36]: ").type_line("eighty");
+    term.wait_for("not a whole number; again").wait_for("age (integer) [36]: ").type_line("");
+    term.wait_for("ok (y/n) [y]: ").type_line("n");
+    term.wait_for("color: 1) red  2) green [green]: ").type_line("1");
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.contains(r#"{"action":"accept","content":{"name":"Grace Hopper","age":36,"ok":false,"color":"red"}}"#),
+        "{shown}"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_sensitive_field_is_read_without_echo_and_ctrl_d_declines() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let schema = json!({ "schema": { "type": "object", "properties": {
+        "apiToken": { "type": "string", "title": "API token" },
+    }, "required": ["apiToken"] } });
+    let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit", &schema.to_string()]).spawn_on_terminal();
+    term.wait_for("API token (required): ").type_line("hunter2-canary");
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    // Once, in the result the fixture echoes back; never as it was typed.
+    assert_eq!(shown.matches("hunter2-canary").count(), 1, "{shown}");
+    assert!(shown.contains(r#""content":{"apiToken":"hunter2-canary"}"#), "{shown}");
+
+    let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).spawn_on_terminal();
+    term.wait_for("name (required) [Ada]: ").end_input();
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains(r#"{"action":"decline"}"#), "{shown}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_url_request_on_a_terminal_asks_for_consent() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let args = json!({ "url": "https://example.com/sign-in" }).to_string();
+    let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit", &args]).spawn_on_terminal();
+    term.wait_for("https://example.com/sign-in").wait_for("[y/N] ").type_line("y");
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains(r#"{"action":"accept"}"#), "{shown}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn list_connect_on_a_terminal_shows_each_server_as_it_becomes_ready() {
+    let env = Env::new();
+    let slow = env.fixture_entry(&["--scenario", "slow-init", "--init-delay-ms", "3000"], json!({}));
+    let fast = env.fixture_entry(&[], json!({}));
+    env.profile(json!({ "mcp": { "slow": slow, "fast": fast } }));
+    let mut term = env.nod(["mcp", "list", "--connect"]).spawn_on_terminal();
+    term.wait_for("fast  transport=stdio state=ready");
+    let early = term.shown();
+    assert!(!early.contains("slow  transport"), "the slow server was shown before it was ready:\n{early}");
+    assert!(early.contains("waiting for slow"), "no word on stderr of what is awaited:\n{early}");
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    let (fast_at, slow_at) = (shown.find("fast  transport").unwrap(), shown.find("slow  transport").unwrap());
+    assert!(fast_at < slow_at, "{shown}");
+    // Piped, one document in the configured order, as before.
+    let out = env.nod(["mcp", "list", "--connect"]).run();
+    out.code(0).stdout_lacks("waiting for").stderr_lacks("waiting for");
+    let text = out.text();
+    assert!(text.find("slow  transport").unwrap() < text.find("fast  transport").unwrap(), "{}", out.dump());
+    env.assert_no_leftovers();
+}
