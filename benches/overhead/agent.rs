@@ -11,6 +11,8 @@
 //!   the minimal server, counted against nod rather than subtracted), wraps the result and
 //!   sends the whole history back.
 //! - **Peak RSS of `nod ask` with 1000 tools** (20 servers of 50): a search, a call, an answer.
+//!
+//! `NOD_BENCH_ONLY=search|steps|rss` runs one part; `NOD_BENCH_STEPS=N` sets the steps.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -140,9 +142,16 @@ fn percentile(mut values: Vec<f64>, p: f64) -> f64 {
 }
 
 pub fn run(bench: &Bench, quick: bool) {
-    search(bench, quick);
-    steps(bench, quick);
-    rss(bench, quick);
+    let only = std::env::var("NOD_BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only == "search" {
+        search(bench, quick);
+    }
+    if only.is_empty() || only == "steps" {
+        steps(bench, quick);
+    }
+    if only.is_empty() || only == "rss" {
+        rss(bench, quick);
+    }
 }
 
 /// capability_search over 10,000 tools on 50 servers, in this process.
@@ -241,7 +250,7 @@ fn search(bench: &Bench, quick: bool) {
 
 /// `nod ask` through 200 tool steps; the agent's own time per step.
 fn steps(bench: &Bench, quick: bool) {
-    let n = if quick { 20 } else { 200 };
+    let n = std::env::var("NOD_BENCH_STEPS").ok().and_then(|n| n.parse().ok()).unwrap_or(if quick { 20 } else { 200 });
     bench.write_profile(&[("fast", &[])]);
     bench.write_settings(&json!({ "permission": { "mcp_fast_*": "allow" } }));
     let script: Arc<Script> = Arc::new(move |k| match k {

@@ -12,7 +12,8 @@ mod stream;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
 
 pub use config::ProviderConfig;
 
@@ -145,11 +146,18 @@ pub struct Provider {
     config: ProviderConfig,
     /// Set once the endpoint refused `stream_options` (some servers do): not sent again.
     no_stream_options: std::sync::atomic::AtomicBool,
+    /// The agent that requests share (its connections are kept), and the trigger whose
+    /// firing shuts it down; a request under another trigger gets a new agent.
+    shared: std::sync::Mutex<Option<(ureq::Agent, crate::util::Trigger)>>,
 }
 
 impl Provider {
     pub fn new(config: ProviderConfig) -> Provider {
-        Provider { config, no_stream_options: std::sync::atomic::AtomicBool::new(false) }
+        Provider {
+            config,
+            no_stream_options: std::sync::atomic::AtomicBool::new(false),
+            shared: std::sync::Mutex::new(None),
+        }
     }
 
     pub fn config(&self) -> &ProviderConfig {
@@ -186,10 +194,8 @@ impl Provider {
         if cancel.is_fired() {
             return Err(ProviderError::Cancelled);
         }
-        let agent = self.agent();
-        let stop = agent.clone();
-        cancel.on_fire(move || stop.shutdown());
-        let body = body(&self.config.model, req, with_options).to_string();
+        let agent = self.agent(cancel);
+        let body = body(&self.config.model, req, with_options);
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let mut builder = agent
             .post(&url)
@@ -198,7 +204,7 @@ impl Provider {
         if let Some(key) = &self.config.api_key {
             builder = builder.header("Authorization", format!("Bearer {key}"));
         }
-        let sent = builder.send(body.as_bytes());
+        let sent = builder.send(&body[..]);
         let resp = match sent {
             Ok(resp) => resp,
             Err(_) if cancel.is_fired() => return Err(ProviderError::Cancelled),
@@ -216,53 +222,129 @@ impl Provider {
         }
     }
 
-    /// An agent of this request's own, so a cancellation shuts only it down.
-    fn agent(&self) -> ureq::Agent {
-        crate::net::streaming_agent(self.config.connect_timeout, self.config.idle_timeout)
-    }
-}
-
-/// The request body (agent-reference 3.2).
-fn body(model: &str, req: &Request<'_>, with_options: bool) -> Value {
-    let messages: Vec<Value> = req.messages.iter().map(message_json).collect();
-    let mut body = json!({ "model": model, "messages": messages, "stream": true });
-    if with_options {
-        body["stream_options"] = json!({ "include_usage": true });
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({ "type": "function", "function": {
-                "name": t.name, "description": t.description, "parameters": t.parameters,
-            } })
-            })
-            .collect();
-        body["tools"] = Value::Array(tools);
-        body["tool_choice"] = json!(if req.tool_choice_none { "none" } else { "auto" });
-        body["parallel_tool_calls"] = json!(true);
-    }
-    body
-}
-
-fn message_json(message: &Message) -> Value {
-    match message {
-        Message::System(text) => json!({ "role": "system", "content": text }),
-        Message::User(text) => json!({ "role": "user", "content": text }),
-        Message::Assistant { text, calls } => {
-            let content = if text.is_empty() { Value::Null } else { json!(text) };
-            let mut out = json!({ "role": "assistant", "content": content });
-            if !calls.is_empty() {
-                let calls: Vec<Value> = calls
-                    .iter()
-                    .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
-                    .collect();
-                out["tool_calls"] = Value::Array(calls);
-            }
-            out
+    /// The shared agent, or a new one that `cancel` shuts down (ending the request in
+    /// flight at once).
+    fn agent(&self, cancel: &crate::util::Trigger) -> ureq::Agent {
+        let mut shared = self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((agent, trigger)) = shared.as_ref()
+            && trigger.same(cancel)
+        {
+            return agent.clone();
         }
-        Message::Tool { call_id, content } => json!({ "role": "tool", "tool_call_id": call_id, "content": content }),
+        let agent = crate::net::streaming_agent(self.config.connect_timeout, self.config.idle_timeout);
+        let stop = agent.clone();
+        cancel.on_fire(move || stop.shutdown());
+        *shared = Some((agent.clone(), cancel.clone()));
+        agent
+    }
+}
+
+/// The request body (agent-reference 3.2), serialized straight from the conversation: no
+/// JSON tree of the whole history is built per step.
+fn body(model: &str, req: &Request<'_>, with_options: bool) -> Vec<u8> {
+    let tools = !req.tools.is_empty();
+    let body = Body {
+        model,
+        messages: req.messages,
+        stream: true,
+        stream_options: with_options.then_some(StreamOptions { include_usage: true }),
+        tools: tools.then_some(Tools(req.tools)),
+        tool_choice: tools.then_some(if req.tool_choice_none { "none" } else { "auto" }),
+        parallel_tool_calls: tools.then_some(true),
+    };
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: &'a [Message],
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Tools<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            description: &'a str,
+            parameters: &'a Value,
+        }
+        #[derive(Serialize)]
+        struct Tool<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        serializer.collect_seq(self.0.iter().map(|t| Tool {
+            kind: "function",
+            function: Function { name: &t.name, description: &t.description, parameters: &t.parameters },
+        }))
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Call<'a> {
+            id: &'a str,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            Message::System(text) => {
+                map.serialize_entry("role", "system")?;
+                map.serialize_entry("content", text)?;
+            }
+            Message::User(text) => {
+                map.serialize_entry("role", "user")?;
+                map.serialize_entry("content", text)?;
+            }
+            Message::Assistant { text, calls } => {
+                map.serialize_entry("role", "assistant")?;
+                map.serialize_entry("content", &(!text.is_empty()).then_some(text))?;
+                if !calls.is_empty() {
+                    let calls: Vec<Call<'_>> = calls
+                        .iter()
+                        .map(|c| Call {
+                            id: &c.id,
+                            kind: "function",
+                            function: Function { name: &c.name, arguments: &c.arguments },
+                        })
+                        .collect();
+                    map.serialize_entry("tool_calls", &calls)?;
+                }
+            }
+            Message::Tool { call_id, content } => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", call_id)?;
+                map.serialize_entry("content", content)?;
+            }
+        }
+        map.end()
     }
 }
 
@@ -307,6 +389,8 @@ fn retry_after(value: &str) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -322,12 +406,22 @@ mod tests {
         ];
         let tools = vec![ToolSpec { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }];
         let body = body("m", &Request { messages: &messages, tools: &tools, tool_choice_none: false }, true);
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
         assert_eq!(body["messages"][2]["content"], Value::Null);
+        assert_eq!(body["messages"][2]["tool_calls"][0]["type"], "function");
+        assert_eq!(
+            body["tools"][0],
+            json!({"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}})
+        );
+        assert_eq!((body["model"].as_str(), body["stream"].as_bool()), (Some("m"), Some(true)));
+        assert_eq!(body["parallel_tool_calls"], true);
         assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], "{}");
         assert_eq!(body["messages"][3], json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}));
         assert_eq!(body["tool_choice"], "auto");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
         let bare = super::body("m", &Request { messages: &messages, tools: &[], tool_choice_none: false }, false);
+        let bare: Value = serde_json::from_slice(&bare).unwrap();
         assert!(
             bare.get("tools").is_none() && bare.get("tool_choice").is_none() && bare.get("stream_options").is_none()
         );
