@@ -6,7 +6,7 @@ use lexopt::prelude::*;
 
 use super::Command;
 use super::help::Page;
-use super::parse::{Parsed, lex, string, unknown_option, usage};
+use super::parse::{Parsed, lex, no_argument, string, unknown_option, usage};
 
 /// Flags valid before any command.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -53,19 +53,11 @@ pub(super) fn apply(flag: Global, parser: &mut lexopt::Parser, globals: &mut Glo
     Ok(())
 }
 
-const ASK_FLAGS: &[&str] = &[
-    "json",
-    "quiet",
-    "prompt-permissions",
-    "no-stdin",
-    "system",
-    "model",
-    "max-steps",
-    "full-access",
-    "yolo",
-    "context-limit",
-    "help",
-];
+/// The long flags a command of the table takes, `help` included.
+fn known_flags(path: &str) -> Vec<&'static str> {
+    let own = super::help::command(path).map(|c| c.flags).unwrap_or_default();
+    own.iter().copied().chain(["help"]).collect()
+}
 
 pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed<Command> {
     let page = Page::Command("ask");
@@ -110,7 +102,7 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
                     words.push(raw.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
                 }
             }
-            other => return Err(unknown_option(page, other, ASK_FLAGS, "nod ask")),
+            other => return Err(unknown_option(page, other, &known_flags("ask"), "nod ask")),
         }
     }
     ask.prompt = words.join(" ");
@@ -128,23 +120,8 @@ pub(super) fn parse_permissions(parser: &mut lexopt::Parser, mut globals: Global
         match arg {
             Long("json") => json = true,
             Short('h') | Long("help") => return Ok(Command::Help(page)),
-            Value(word) => {
-                return Err(usage(
-                    page,
-                    format!(
-                        "nod permissions takes no argument {:?}; see nod permissions --help",
-                        word.to_string_lossy()
-                    ),
-                ));
-            }
-            other => {
-                return Err(unknown_option(
-                    page,
-                    other,
-                    &["json", "full-access", "yolo", "context-limit", "help"],
-                    "nod permissions",
-                ));
-            }
+            Value(word) => return Err(no_argument("permissions", &word)),
+            other => return Err(unknown_option(page, other, &known_flags("permissions"), "nod permissions")),
         }
     }
     Ok(Command::Permissions { globals, json })

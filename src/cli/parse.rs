@@ -24,6 +24,12 @@ pub(super) fn lex(page: Page) -> impl Fn(lexopt::Error) -> UsageError {
     move |e| usage(page, e.to_string())
 }
 
+/// A word given to a command that takes none.
+pub(super) fn no_argument(path: &'static str, word: &std::ffi::OsStr) -> UsageError {
+    let shown = word.to_string_lossy();
+    usage(Page::Command(path), format!("nod {path} takes no argument {shown:?}; see nod {path} --help"))
+}
+
 /// An option nod does not know, with the closest one it does.
 pub(super) fn unknown_option(page: Page, arg: lexopt::Arg<'_>, known: &[&str], see: &str) -> UsageError {
     let (shown, hint) = match arg {
@@ -77,21 +83,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                 "ask" => ask::parse_ask(&mut parser, globals),
                 "permissions" => ask::parse_permissions(&mut parser, globals),
                 "status" | "doctor" => {
-                    let page = Page::Command(if cmd == "status" { "status" } else { "doctor" });
+                    let path = if cmd == "status" { "status" } else { "doctor" };
+                    let page = Page::Command(path);
                     let mut json = false;
                     while let Some(arg) = parser.next().map_err(lex(page))? {
                         match arg {
                             Long("json") => json = true,
                             Short('h') | Long("help") => return Ok(Command::Help(page)),
-                            Value(word) => {
-                                return Err(usage(
-                                    page,
-                                    format!(
-                                        "nod {cmd} takes no argument {:?}; see nod {cmd} --help",
-                                        word.to_string_lossy()
-                                    ),
-                                ));
-                            }
+                            Value(word) => return Err(no_argument(path, &word)),
                             other => return Err(unknown_option(page, other, &["json", "help"], &format!("nod {cmd}"))),
                         }
                     }

@@ -40,17 +40,8 @@ pub struct ModelSettings {
     pub request_timeout_ms: Option<u64>,
 }
 
-/// Why no provider can be configured; shown as it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+/// Why no provider can be configured is a configuration error, shown as it is.
+pub use crate::config::ConfigError;
 
 /// Resolves the provider from `--model`, the environment (`env`: a lookup, so tests need no
 /// process environment) and settings.
