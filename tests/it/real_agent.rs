@@ -56,6 +56,18 @@ fn server_everything_answers_a_question_through_the_agent() {
         .collect();
     assert_eq!(calls.len(), 3, "{calls:?}");
     assert!(calls.iter().all(|(_, status)| status == "success"), "{calls:?}");
+    // The plain form, with the question from a pipe.
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "add two numbers" }))]),
+        Step::Calls(String::new(), vec![call("mcp_everything_get-sum", json!({ "a": 40, "b": 2 }))]),
+        Step::Text("The sum is 42.".into()),
+    ]);
+    let out = ask(&env, &model, &[]).stdin("What is 40 + 2? Use the everything server.\n").run();
+    out.code(0).within(60.0).stdout_has("The sum is 42.").stderr_has("● mcp_everything_get-sum");
+    let requests = model.requests();
+    assert_eq!(requests[0]["messages"][1]["content"], "What is 40 + 2? Use the everything server.\n");
+    let sum = &tool_messages(&requests[2])[1].1;
+    assert!(sum.contains("42"), "{sum}");
     env.assert_no_leftovers();
 }
 
