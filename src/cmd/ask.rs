@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::form::{self, Prompter, Tty};
+use super::form::{self, Term};
 use super::{Context, Exit};
 use crate::agent::permissions::{Mode, Policy, parse_rules};
 use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
@@ -79,7 +79,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         first_call_tool_choice_none: settings.first_call_tool_choice_none,
     };
     let mut agent = Agent::new(Provider::new(provider), runtime.clone(), asked, policy, limits, options);
-    let tty = if ask.prompt_permissions { Tty::open() } else { None };
+    let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
     let mut surface = AskSurface {
         json: ask.json,
         quiet: ask.quiet,
@@ -187,7 +187,7 @@ struct AskSurface {
     json: bool,
     quiet: bool,
     terminal: bool,
-    tty: Option<Tty>,
+    tty: Option<Term>,
     /// The last character written to stdout.
     last: char,
     wrote: bool,
@@ -305,12 +305,12 @@ impl Surface for AskSurface {
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
         let tty = self.tty.as_mut()?;
-        Some(form::approve(tty, request))
+        Some(form::approve_brief(tty, request))
     }
 
     fn elicit(&mut self, request: &InputRequired) -> Elicited {
         match self.tty.as_mut() {
-            Some(tty) => form::elicit(tty as &mut dyn Prompter, request),
+            Some(tty) => Elicited::Answer(form::elicit(tty, request).unwrap_or_else(|_| json!({ "action": "cancel" }))),
             None => Elicited::Unanswerable,
         }
     }

@@ -1,215 +1,496 @@
-//! Asking a person on a terminal: an approval (`y` once, `a` for the session, `n` no), an
-//! elicitation form field by field (typed, defaults shown, enums numbered, each answer and
-//! then the whole form checked against the requested schema), and URL consent (only https,
-//! or http to this machine; nod never fetches the URL). Shared by `nod ask
-//! --prompt-permissions` (on /dev/tty) and the shell.
+//! Asking a person, the same way on every surface: an approval, an elicitation form field by
+//! field, and consent to open a URL. `nod mcp` asks on stdin and stderr, `nod ask
+//! --prompt-permissions` on /dev/tty, the shell through its line editor; each is a
+//! `Prompter`.
+//!
+//! A form asks each field with its type, choices, default and whether it is required (an
+//! enum or a `oneOf` of consts as numbered choices, a multi-select as comma-separated
+//! numbers, a boolean as y/n, a field that looks secret without echo), checks each answer
+//! against the field's schema and asks again, checks the whole form against the requested
+//! schema, shows a summary and asks accept, decline or cancel. Ctrl-D declines the form;
+//! Ctrl-C cancels it (and the caller ends what it was doing). A URL is offered only when it
+//! is https, or http to this machine; nod never fetches it.
 
+use std::io::{BufRead, Write};
+
+use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{Answer, Approval, Elicited};
+use crate::agent::{Answer, Approval};
 use crate::session::elicit::InputRequired;
-use crate::util::{one_line, terminal_safe};
+use crate::util::{Trigger, one_line, terminal_safe};
+
+/// What a person typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Line(String),
+    /// End of input: Ctrl-D on an empty line.
+    End,
+    /// Ctrl-C.
+    Interrupted,
+}
 
 /// A line-oriented conversation with a person.
 pub trait Prompter {
     fn say(&mut self, text: &str);
-    /// One line without its newline; `None` at end of input or Ctrl-C.
-    fn line(&mut self, prompt: &str) -> Option<String>;
-}
-
-/// `/dev/tty`, for `nod ask --prompt-permissions`.
-pub struct Tty {
-    input: std::io::BufReader<std::fs::File>,
-    output: std::fs::File,
-}
-
-impl Tty {
-    pub fn open() -> Option<Tty> {
-        let output = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
-        let input = std::io::BufReader::new(output.try_clone().ok()?);
-        Some(Tty { input, output })
+    /// One line, without its newline.
+    fn line(&mut self, prompt: &str) -> Reply;
+    /// One line read without echo.
+    fn hidden(&mut self, prompt: &str) -> Reply {
+        self.line(prompt)
     }
 }
 
-impl Prompter for Tty {
+/// Ctrl-C at a question: the caller answers "cancel" (or "no") and stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted;
+
+/// A terminal in cooked mode, read through a file: stdin with stderr for `nod mcp`, or
+/// /dev/tty for `nod ask`. Ctrl-C is a signal there, which fires `interrupt`; a read waits
+/// on a thread of its own so that the signal still ends the wait.
+pub struct Term {
+    output: Box<dyn Write + Send>,
+    /// The descriptor the terminal's echo is switched on (stdin, or the tty).
+    fd: std::os::fd::RawFd,
+    reader: LineReader,
+    interrupt: Trigger,
+}
+
+impl Term {
+    /// Asks on stderr and reads stdin.
+    pub fn stdio(interrupt: Trigger) -> Term {
+        let reader = LineReader::start(|| Box::new(std::io::stdin().lock()) as Box<dyn BufRead>);
+        Term { output: Box::new(std::io::stderr()), fd: libc::STDIN_FILENO, reader, interrupt }
+    }
+
+    /// Asks and reads on /dev/tty, or None when there is no terminal.
+    pub fn tty(interrupt: Trigger) -> Option<Term> {
+        use std::os::fd::AsRawFd;
+        let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
+        let input = tty.try_clone().ok()?;
+        let fd = tty.as_raw_fd();
+        let reader = LineReader::start(move || Box::new(std::io::BufReader::new(input)) as Box<dyn BufRead>);
+        Some(Term { output: Box::new(tty), fd, reader, interrupt })
+    }
+
+    fn read(&mut self, prompt: &str, hidden: bool) -> Reply {
+        let echo = hidden.then(|| NoEcho::start(self.fd)).flatten();
+        self.say(prompt);
+        let reply = self.reader.next(&self.interrupt);
+        if echo.is_some() {
+            self.say("\n");
+        }
+        reply
+    }
+}
+
+impl Prompter for Term {
     fn say(&mut self, text: &str) {
-        use std::io::Write;
         let _ = self.output.write_all(text.as_bytes());
         let _ = self.output.flush();
     }
 
-    fn line(&mut self, prompt: &str) -> Option<String> {
-        use std::io::BufRead;
-        self.say(prompt);
-        let mut line = String::new();
-        match self.input.read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+    fn line(&mut self, prompt: &str) -> Reply {
+        self.read(prompt, false)
+    }
+
+    fn hidden(&mut self, prompt: &str) -> Reply {
+        self.read(prompt, true)
+    }
+}
+
+/// Lines read on demand by a thread of their own (which, blocked in a read, ends with the
+/// process): one line per request, so nothing is read ahead of a question.
+struct LineReader {
+    ask: Sender<()>,
+    lines: Receiver<Option<String>>,
+    /// A line was asked for and has not arrived (a question was interrupted).
+    waiting: bool,
+}
+
+impl LineReader {
+    fn start(open: impl FnOnce() -> Box<dyn BufRead> + Send + 'static) -> LineReader {
+        let (ask, asked) = crossbeam_channel::unbounded::<()>();
+        let (send, lines) = crossbeam_channel::unbounded();
+        let _ = std::thread::Builder::new().name("nod-input".into()).spawn(move || {
+            let mut input = open();
+            while asked.recv().is_ok() {
+                let mut line = String::new();
+                let read = match input.read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+                };
+                if send.send(read).is_err() {
+                    return;
+                }
+            }
+        });
+        LineReader { ask, lines, waiting: false }
+    }
+
+    fn next(&mut self, interrupt: &Trigger) -> Reply {
+        if !self.waiting {
+            if self.ask.send(()).is_err() {
+                return Reply::End;
+            }
+            self.waiting = true;
+        }
+        select! {
+            recv(self.lines) -> line => {
+                self.waiting = false;
+                match line {
+                    Ok(Some(line)) => Reply::Line(line),
+                    _ => Reply::End,
+                }
+            }
+            recv(interrupt.receiver()) -> _ => Reply::Interrupted,
         }
     }
 }
 
-/// `nod wants to run: <label>` and the y/a/n question (agent-reference 1.7).
-pub fn approve(io: &mut dyn Prompter, request: &Approval) -> Answer {
-    let mut label = request.tool.clone();
-    if let (Some(server), Some(tool)) = (&request.server, &request.original) {
-        label.push_str(&format!("  (server {server}, tool {})", terminal_safe(tool)));
-    }
-    io.say(&format!("nod wants to run: {label}\n"));
-    let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
-    let arguments = terminal_safe(&arguments);
-    let shown: String = arguments.chars().take(2048).collect();
-    io.say(&format!("{shown}\n"));
-    match io.line("[y] once  [a] always this session  [n] deny > ").map(|l| l.trim().to_ascii_lowercase()) {
-        Some(answer) if answer == "y" || answer == "yes" => Answer::Once,
-        Some(answer) if answer == "a" => Answer::Session,
-        Some(_) => Answer::Deny(None),
-        None => Answer::Cancel,
+/// The terminal's echo, off until dropped.
+struct NoEcho {
+    fd: std::os::fd::RawFd,
+    saved: libc::termios,
+}
+
+impl NoEcho {
+    fn start(fd: std::os::fd::RawFd) -> Option<NoEcho> {
+        // SAFETY: tcgetattr and tcsetattr on a descriptor this process holds open, with a
+        // termios this function owns; a failure leaves the terminal as it was.
+        unsafe {
+            let mut termios: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut termios) != 0 {
+                return None;
+            }
+            let saved = termios;
+            termios.c_lflag &= !libc::ECHO;
+            (libc::tcsetattr(fd, libc::TCSANOW, &termios) == 0).then_some(NoEcho { fd, saved })
+        }
     }
 }
 
-/// Collects an elicitation: a form, or consent to a URL.
-pub fn elicit(io: &mut dyn Prompter, request: &InputRequired) -> Elicited {
-    let message = terminal_safe(&request.message.chars().take(2048).collect::<String>()).into_owned();
+impl Drop for NoEcho {
+    fn drop(&mut self) {
+        // SAFETY: restores the attributes read in `start`.
+        unsafe {
+            libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved);
+        }
+    }
+}
+
+/// Server text on one line, safe for a terminal.
+fn shown(text: &str) -> String {
+    terminal_safe(&one_line(text)).into_owned()
+}
+
+/// The label and the arguments of an approval, bounded.
+fn describe(io: &mut dyn Prompter, request: &Approval) {
+    let mut label = request.tool.clone();
+    if let (Some(server), Some(tool)) = (&request.server, &request.original) {
+        label.push_str(&format!("  (server {server}, tool {})", shown(tool)));
+    }
+    io.say(&format!("  {label}\n"));
+    let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
+    let arguments = terminal_safe(&arguments);
+    let mut preview: String = arguments.chars().take(2048).collect();
+    if preview.len() < arguments.len() {
+        preview.push_str(&format!(" … ({} more bytes)", arguments.len() - preview.len()));
+    }
+    for line in preview.lines() {
+        io.say(&format!("  {line}\n"));
+    }
+}
+
+/// `nod ask --prompt-permissions` (agent-reference 1.7): y once, a for the session, else no.
+pub fn approve_brief(io: &mut dyn Prompter, request: &Approval) -> Answer {
+    io.say("nod wants to run:\n");
+    describe(io, request);
+    match io.line("[y] once  [a] always this session  [n] deny > ") {
+        Reply::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Answer::Once,
+            "a" => Answer::Session,
+            _ => Answer::Deny(None),
+        },
+        Reply::End => Answer::Deny(None),
+        Reply::Interrupted => Answer::Cancel,
+    }
+}
+
+/// The shell's question (agent-reference 6.10): 1 yes, 2 yes for the session, 3 no; text after
+/// the number goes to the model as a note. Asked again until it is one of them.
+pub fn approve(io: &mut dyn Prompter, request: &Approval) -> Answer {
+    io.say("Allow this MCP tool call?\n");
+    describe(io, request);
+    io.say("  1. Yes   2. Allow this MCP tool for this session   3. No\n");
+    loop {
+        let line = match io.line("choose 1-3 (text after the number is sent to nod as a note) > ") {
+            Reply::Line(line) => line,
+            Reply::End => return Answer::Deny(None),
+            Reply::Interrupted => return Answer::Cancel,
+        };
+        let line = line.trim();
+        let (choice, note) = line.split_at(line.find(char::is_whitespace).unwrap_or(line.len()));
+        let note = Some(note.trim().to_string()).filter(|n| !n.is_empty());
+        match choice.to_ascii_lowercase().as_str() {
+            "1" | "y" | "yes" => {
+                if let Some(note) = note {
+                    io.say(&format!("  (the note is for a refusal; ignored: {})\n", shown(&note)));
+                }
+                return Answer::Once;
+            }
+            "2" | "a" => return Answer::Session,
+            "3" | "n" | "no" => return Answer::Deny(note),
+            _ => io.say("  choose 1, 2 or 3\n"),
+        }
+    }
+}
+
+/// Collects an elicitation: a form, or consent to a URL. The answer for the server, or
+/// `Interrupted` (answer "cancel" then).
+pub fn elicit(io: &mut dyn Prompter, request: &InputRequired) -> Result<Value, Interrupted> {
+    let message: String = shown(&request.message).chars().take(2048).collect();
     if request.mode == "url" {
         return url_consent(io, request, &message);
     }
     io.say(&format!("MCP server '{}' asks: {message}\n", request.server));
-    let schema = request.requested_schema.clone().unwrap_or_else(|| json!({ "type": "object" }));
+    let empty = json!({ "type": "object" });
+    let schema = request.requested_schema.as_ref().unwrap_or(&empty);
     let properties = schema.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
     let required: Vec<&str> =
         schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    if !properties.is_empty() {
+        io.say("  answer each field; Enter takes the value in brackets, Ctrl-D declines\n");
+    }
     let mut content = Map::new();
-    for (name, property) in &properties {
-        match field(io, name, property, required.contains(&name.as_str())) {
-            Field::Value(value) => {
-                content.insert(name.clone(), value);
+    let mut todo: Vec<String> = properties.keys().cloned().collect();
+    let mut fits = false;
+    for _round in 0..3 {
+        for name in std::mem::take(&mut todo) {
+            let field = Field { name: &name, schema: &properties[&name], required: required.contains(&name.as_str()) };
+            match field.ask(io)? {
+                Asked::Value(value) => {
+                    content.insert(name.clone(), value);
+                }
+                Asked::Skip => {
+                    content.remove(&name);
+                }
+                Asked::End => return Ok(json!({ "action": "decline" })),
             }
-            Field::Skip => {}
-            Field::Cancel => return Elicited::Answer(json!({ "action": "cancel" })),
+        }
+        match crate::session::schema::check_instance(schema, &Value::Object(content.clone())) {
+            Ok(()) => {
+                fits = true;
+                break;
+            }
+            Err((field, why)) if properties.contains_key(&field) => {
+                io.say(&format!("  {}: {}; again\n", shown(&field), terminal_safe(&why)));
+                todo.push(field);
+            }
+            Err((field, why)) => {
+                io.say(&format!("  the answer does not fit the form ({}: {}); declined\n", shown(&field), shown(&why)));
+                return Ok(json!({ "action": "decline" }));
+            }
         }
     }
-    let content = Value::Object(content);
-    if let Err((field, why)) = crate::session::schema::check_instance(&schema, &content) {
-        io.say(&format!("  ✗ {field}: {why}\n"));
-        return Elicited::Answer(json!({ "action": "decline" }));
+    if !fits {
+        io.say("  the answer still does not fit the form; declined\n");
+        return Ok(json!({ "action": "decline" }));
     }
-    for (name, value) in content.as_object().into_iter().flatten() {
-        io.say(&format!("  {name} = {}\n", terminal_safe(&value.to_string())));
-    }
-    match io.line("[a] accept  [d] decline  [c] cancel > ").map(|l| l.trim().to_ascii_lowercase()) {
-        Some(a) if a == "a" || a == "accept" || a.is_empty() => {
-            Elicited::Answer(json!({ "action": "accept", "content": content }))
-        }
-        Some(d) if d == "d" || d == "decline" => Elicited::Answer(json!({ "action": "decline" })),
-        _ => Elicited::Answer(json!({ "action": "cancel" })),
-    }
-}
-
-enum Field {
-    Value(Value),
-    Skip,
-    Cancel,
-}
-
-/// Asks one field until the answer fits its schema.
-fn field(io: &mut dyn Prompter, name: &str, property: &Value, required: bool) -> Field {
-    let kind = property.get("type").and_then(Value::as_str).unwrap_or("string");
-    let choices: Vec<Value> = property
-        .get("enum")
-        .and_then(Value::as_array)
-        .cloned()
-        .or_else(|| {
-            property
-                .get("oneOf")
-                .and_then(Value::as_array)
-                .map(|o| o.iter().filter_map(|c| c.get("const").cloned()).collect())
-        })
-        .unwrap_or_default();
-    let about = property
-        .get("title")
-        .or_else(|| property.get("description"))
-        .and_then(Value::as_str)
-        .map(|t| format!(" — {}", terminal_safe(&one_line(t))))
-        .unwrap_or_default();
-    let default = property.get("default");
-    let mut header = format!("  {name} ({kind}{}){about}", if required { ", required" } else { "" });
-    if let Some(default) = default {
-        header.push_str(&format!(" [default: {}]", terminal_safe(&default.to_string())));
-    }
-    io.say(&format!("{header}\n"));
-    for (i, choice) in choices.iter().enumerate() {
-        io.say(&format!("    {}. {}\n", i + 1, terminal_safe(&choice.to_string())));
+    for (name, value) in &content {
+        let value = match value {
+            _ if sensitive(name, &properties[name]) => "(hidden)".to_string(),
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        io.say(&format!("  {} = {}\n", shown(name), shown(&value)));
     }
     loop {
-        let Some(answer) = io.line("  > ") else { return Field::Cancel };
-        let answer = answer.trim();
-        if answer.is_empty() {
-            match default {
-                Some(default) => return Field::Value(default.clone()),
-                None if !required => return Field::Skip,
-                None => {
-                    io.say("  ✗ required\n");
-                    continue;
+        match io.line("[a] accept  [d] decline  [c] cancel > ") {
+            Reply::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+                "" | "a" | "accept" => return Ok(json!({ "action": "accept", "content": content })),
+                "d" | "decline" => return Ok(json!({ "action": "decline" })),
+                "c" | "cancel" => return Ok(json!({ "action": "cancel" })),
+                _ => io.say("  a, d or c\n"),
+            },
+            Reply::End => return Ok(json!({ "action": "decline" })),
+            Reply::Interrupted => return Err(Interrupted),
+        }
+    }
+}
+
+enum Asked {
+    Value(Value),
+    /// An optional field left empty.
+    Skip,
+    /// Ctrl-D: the form is declined.
+    End,
+}
+
+struct Field<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    required: bool,
+}
+
+impl Field<'_> {
+    /// Asks until the answer parses and fits the field's schema.
+    fn ask(&self, io: &mut dyn Prompter) -> Result<Asked, Interrupted> {
+        let text = |key: &str| self.schema.get(key).and_then(Value::as_str);
+        let label = shown(text("title").unwrap_or(self.name));
+        if let Some(description) = text("description") {
+            io.say(&format!("  {}\n", shown(description)));
+        }
+        let choices = choices(self.schema);
+        let kind = text("type").unwrap_or("string");
+        let many = kind == "array";
+        let mut hint = String::new();
+        if !choices.is_empty() {
+            let list: Vec<String> =
+                choices.iter().enumerate().map(|(i, (_, title))| format!("{}) {}", i + 1, shown(title))).collect();
+            hint = format!(": {}{}", list.join("  "), if many { " (numbers, comma-separated)" } else { "" });
+        } else if kind == "boolean" {
+            hint = " (y/n)".into();
+        } else if kind != "string" {
+            hint = format!(" ({kind})");
+        }
+        let default = self.schema.get("default").map(|d| match d {
+            Value::Bool(true) => "y".to_string(),
+            Value::Bool(false) => "n".to_string(),
+            Value::String(s) => shown(s),
+            other => shown(&other.to_string()),
+        });
+        let sensitive = sensitive(self.name, self.schema);
+        let need = if self.required { " (required)" } else { "" };
+        let brackets = default.as_ref().map(|d| format!(" [{d}]")).unwrap_or_default();
+        let prompt = format!("  {label}{hint}{need}{brackets}: ");
+        loop {
+            let reply = if sensitive { io.hidden(&prompt) } else { io.line(&prompt) };
+            let line = match reply {
+                Reply::Line(line) => line,
+                Reply::End => return Ok(Asked::End),
+                Reply::Interrupted => return Err(Interrupted),
+            };
+            if line.trim().is_empty() {
+                match self.schema.get("default") {
+                    Some(default) => return Ok(Asked::Value(default.clone())),
+                    None if !self.required => return Ok(Asked::Skip),
+                    None => {
+                        io.say(&format!("  {label} is required\n"));
+                        continue;
+                    }
                 }
             }
-        }
-        let value = match parse(kind, answer, &choices) {
-            Ok(value) => value,
-            Err(why) => {
-                io.say(&format!("  ✗ {why}\n"));
-                continue;
+            let value = match parse(&line, kind, &choices, many) {
+                Ok(value) => value,
+                Err(why) => {
+                    io.say(&format!("  {why}; again\n"));
+                    continue;
+                }
+            };
+            let one = json!({ "type": "object", "properties": { self.name: self.schema } });
+            match crate::session::schema::check_instance(&one, &json!({ self.name: value })) {
+                Ok(()) => return Ok(Asked::Value(value)),
+                Err((_, why)) => io.say(&format!("  {}; again\n", shown(&why))),
             }
-        };
-        let one = json!({ "type": "object", "properties": { name: property } });
-        match crate::session::schema::check_instance(&one, &json!({ name: value })) {
-            Ok(()) => return Field::Value(value),
-            Err((_, why)) => io.say(&format!("  ✗ {why}\n")),
         }
     }
 }
 
-fn parse(kind: &str, answer: &str, choices: &[Value]) -> Result<Value, String> {
-    if !choices.is_empty() {
-        if let Ok(n) = answer.parse::<usize>()
-            && (1..=choices.len()).contains(&n)
-        {
-            return Ok(choices[n - 1].clone());
-        }
-        return choices
+/// An enum's values with their titles: `enum` (with `enumNames`), `oneOf`/`anyOf` of
+/// `const` with `title`, or the same under `items` for a multi-select.
+fn choices(schema: &Value) -> Vec<(Value, String)> {
+    let schema = if schema.get("type").and_then(Value::as_str) == Some("array") { &schema["items"] } else { schema };
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let names = schema.get("enumNames").and_then(Value::as_array);
+        return values
             .iter()
-            .find(|c| match c {
-                Value::String(s) => s == answer,
-                other => serde_json::from_str::<Value>(answer).is_ok_and(|v| v == **other),
+            .enumerate()
+            .map(|(i, v)| {
+                let title = names.and_then(|n| n.get(i)).and_then(Value::as_str);
+                (v.clone(), title.map_or_else(|| text_of(v), str::to_string))
             })
-            .cloned()
-            .ok_or_else(|| format!("choose 1-{} or one of the values", choices.len()));
+            .collect();
+    }
+    let options = schema.get("oneOf").or_else(|| schema.get("anyOf")).and_then(Value::as_array);
+    options
+        .into_iter()
+        .flatten()
+        .filter_map(|o| {
+            let value = o.get("const")?.clone();
+            let title = o.get("title").and_then(Value::as_str).map_or_else(|| text_of(&value), str::to_string);
+            Some((value, title))
+        })
+        .collect()
+}
+
+fn parse(line: &str, kind: &str, choices: &[(Value, String)], many: bool) -> Result<Value, String> {
+    let word = line.trim();
+    if !choices.is_empty() {
+        let pick = |word: &str| -> Result<Value, String> {
+            if let Ok(n) = word.parse::<usize>()
+                && (1..=choices.len()).contains(&n)
+            {
+                return Ok(choices[n - 1].0.clone());
+            }
+            choices
+                .iter()
+                .find(|(value, title)| text_of(value) == word || title == word)
+                .map(|(value, _)| value.clone())
+                .ok_or_else(|| format!("choose a number from 1 to {}", choices.len()))
+        };
+        if many {
+            return word
+                .split(',')
+                .map(str::trim)
+                .filter(|w| !w.is_empty())
+                .map(pick)
+                .collect::<Result<_, _>>()
+                .map(Value::Array);
+        }
+        return pick(word);
     }
     match kind {
-        "integer" => answer.parse::<i64>().map(Value::from).map_err(|_| "a whole number".into()),
-        "number" => answer
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .ok_or_else(|| "a number".into()),
-        "boolean" => match answer.to_ascii_lowercase().as_str() {
-            "y" | "yes" | "true" => Ok(Value::Bool(true)),
-            "n" | "no" | "false" => Ok(Value::Bool(false)),
-            _ => Err("yes or no".into()),
+        "boolean" => match word.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" | "1" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" | "0" => Ok(Value::Bool(false)),
+            _ => Err("answer y or n".into()),
         },
-        "array" => Ok(Value::Array(answer.split(',').map(|s| Value::String(s.trim().to_string())).collect())),
-        _ => Ok(Value::String(answer.to_string())),
+        "integer" => word.parse::<i64>().map(Value::from).map_err(|_| "not a whole number".into()),
+        "number" => match word.parse::<f64>() {
+            Ok(n) if n.is_finite() => Ok(json!(n)),
+            _ => Err("not a number".into()),
+        },
+        "array" => Ok(Value::Array(word.split(',').map(|s| Value::String(s.trim().to_string())).collect())),
+        // A string keeps what was typed, spaces included.
+        _ => Ok(Value::String(line.to_string())),
     }
 }
 
-fn url_consent(io: &mut dyn Prompter, request: &InputRequired, message: &str) -> Elicited {
+/// A field to read without echo: a password format, writeOnly, or a name that says so.
+/// (MCP forbids asking for secrets in a form; a server that does anyway is not echoed.)
+fn sensitive(name: &str, schema: &Value) -> bool {
+    let lower = name.to_ascii_lowercase();
+    schema.get("format").and_then(Value::as_str) == Some("password")
+        || schema.get("writeOnly").and_then(Value::as_bool) == Some(true)
+        || ["password", "passwd", "secret", "token", "apikey", "api_key", "api-key"].iter().any(|w| lower.contains(w))
+}
+
+fn text_of(value: &Value) -> String {
+    value.as_str().map_or_else(|| value.to_string(), str::to_string)
+}
+
+/// Consent to a URL (agent-reference 6.9): shown with its host, offered only when https or
+/// http to this machine; `o` opens it with the browser (or prints it under
+/// NOD_NO_OPEN_BROWSER), `p` prints it, `d` declines.
+fn url_consent(io: &mut dyn Prompter, request: &InputRequired, message: &str) -> Result<Value, Interrupted> {
     let url = request.url.clone().unwrap_or_default();
     let scheme = crate::net::url::scheme(&url).unwrap_or_default();
     let host = crate::net::url::host(&url).unwrap_or_default();
-    if !(scheme == "https" || scheme == "http" && crate::net::url::is_loopback(&host)) {
+    if !(scheme == "https" || scheme == "http" && crate::net::url::is_loopback(&host)) || url.contains(char::is_control)
+    {
         io.say(&format!("! refused URL elicitation from '{}': scheme not allowed\n", request.server));
-        return Elicited::Answer(json!({ "action": "decline" }));
+        return Ok(json!({ "action": "decline" }));
     }
     let punycode = if host.split('.').any(|label| label.starts_with("xn--")) {
         "  (an internationalised name: check it)"
@@ -219,22 +500,28 @@ fn url_consent(io: &mut dyn Prompter, request: &InputRequired, message: &str) ->
     io.say(&format!(
         "MCP server '{}' asks you to open a URL: {message}\n  {}   (host: {}){punycode}\n",
         request.server,
-        terminal_safe(&url),
-        terminal_safe(&host)
+        shown(&url),
+        shown(&host)
     ));
-    match io.line("[o] open in browser  [p] print only  [d] decline > ").map(|l| l.trim().to_ascii_lowercase()) {
-        Some(o) if o == "o" => {
-            if std::env::var_os("NOD_NO_OPEN_BROWSER").is_some() || super::browser::open(&url).is_err() {
-                io.say(&format!("{}\n", terminal_safe(&url)));
-            }
-            Elicited::Answer(json!({ "action": "accept" }))
+    loop {
+        match io.line("[o] open in browser  [p] print only  [d] decline > ") {
+            Reply::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
+                "o" | "open" => {
+                    if std::env::var_os("NOD_NO_OPEN_BROWSER").is_some() || super::browser::open(&url).is_err() {
+                        io.say(&format!("{}\n", shown(&url)));
+                    }
+                    return Ok(json!({ "action": "accept" }));
+                }
+                "p" | "print" => {
+                    io.say(&format!("{}\n", shown(&url)));
+                    return Ok(json!({ "action": "accept" }));
+                }
+                "d" | "decline" => return Ok(json!({ "action": "decline" })),
+                _ => io.say("  o, p or d\n"),
+            },
+            Reply::End => return Ok(json!({ "action": "decline" })),
+            Reply::Interrupted => return Err(Interrupted),
         }
-        Some(p) if p == "p" => {
-            io.say(&format!("{}\n", terminal_safe(&url)));
-            Elicited::Answer(json!({ "action": "accept" }))
-        }
-        Some(_) => Elicited::Answer(json!({ "action": "decline" })),
-        None => Elicited::Answer(json!({ "action": "cancel" })),
     }
 }
 
@@ -244,8 +531,14 @@ mod tests {
 
     /// A scripted person.
     struct Script {
-        answers: Vec<&'static str>,
+        answers: Vec<Reply>,
         said: String,
+    }
+
+    impl Script {
+        fn new(answers: &[&str]) -> Script {
+            Script { answers: answers.iter().map(|a| Reply::Line(a.to_string())).collect(), said: String::new() }
+        }
     }
 
     impl Prompter for Script {
@@ -253,9 +546,9 @@ mod tests {
             self.said.push_str(text);
         }
 
-        fn line(&mut self, prompt: &str) -> Option<String> {
+        fn line(&mut self, prompt: &str) -> Reply {
             self.said.push_str(prompt);
-            if self.answers.is_empty() { None } else { Some(self.answers.remove(0).to_string()) }
+            if self.answers.is_empty() { Reply::End } else { self.answers.remove(0) }
         }
     }
 
@@ -271,46 +564,72 @@ mod tests {
     }
 
     #[test]
-    fn a_form_reasks_until_valid_then_accepts() {
+    fn a_form_reasks_until_valid_shows_a_summary_then_accepts() {
         let schema = json!({ "type": "object", "properties": {
             "n": { "type": "integer", "minimum": 1, "maximum": 5 },
             "color": { "type": "string", "enum": ["red", "green"], "default": "green" },
             "ok": { "type": "boolean" },
         }, "required": ["n"] });
-        let mut io = Script { answers: vec!["x", "9", "3", "", "", "a"], said: String::new() };
-        match elicit(&mut io, &request(schema)) {
-            Elicited::Answer(answer) => {
-                assert_eq!(
-                    answer,
-                    json!({ "action": "accept", "content": { "n": 3, "color": "green" } }),
-                    "{}",
-                    io.said
-                )
-            }
-            Elicited::Unanswerable => panic!(),
-        }
-        assert!(io.said.contains("✗ a whole number") && io.said.contains("✗"), "{}", io.said);
+        let mut io = Script::new(&["x", "9", "3", "", "", "a"]);
+        let answer = elicit(&mut io, &request(schema)).unwrap();
+        assert_eq!(answer, json!({ "action": "accept", "content": { "n": 3, "color": "green" } }), "{}", io.said);
+        assert!(io.said.contains("not a whole number; again"), "{}", io.said);
+        assert!(io.said.contains("  n = 3\n  color = green\n"), "{}", io.said);
     }
 
     #[test]
-    fn end_of_input_cancels_and_urls_need_a_safe_scheme() {
-        let mut io = Script { answers: vec![], said: String::new() };
-        let Elicited::Answer(answer) = elicit(
-            &mut io,
-            &request(json!({ "type": "object", "properties": { "a": { "type": "string" } }, "required": ["a"] })),
-        ) else {
-            panic!()
-        };
-        assert_eq!(answer["action"], "cancel");
+    fn ctrl_d_declines_ctrl_c_interrupts_and_urls_need_a_safe_scheme() {
+        let form = request(json!({ "type": "object", "properties": { "a": { "type": "string" } }, "required": ["a"] }));
+        let mut io = Script::new(&[]);
+        assert_eq!(elicit(&mut io, &form).unwrap()["action"], "decline");
+        let mut io = Script { answers: vec![Reply::Interrupted], said: String::new() };
+        assert_eq!(elicit(&mut io, &form), Err(Interrupted));
         let mut url = request(json!({}));
         url.mode = "url".into();
         url.url = Some("javascript:alert(1)".into());
-        let Elicited::Answer(answer) = elicit(&mut io, &url) else { panic!() };
-        assert_eq!(answer["action"], "decline");
+        assert_eq!(elicit(&mut io, &url).unwrap()["action"], "decline");
+        url.url = Some("http://example.com/pay".into());
+        assert_eq!(elicit(&mut io, &url).unwrap()["action"], "decline", "plain http only to this machine");
         url.url = Some("https://xn--pple-43d.com/pay".into());
-        let mut io = Script { answers: vec!["p"], said: String::new() };
-        let Elicited::Answer(answer) = elicit(&mut io, &url) else { panic!() };
-        assert_eq!(answer["action"], "accept");
-        assert!(io.said.contains("internationalised"));
+        let mut io = Script::new(&["p"]);
+        assert_eq!(elicit(&mut io, &url).unwrap()["action"], "accept");
+        assert!(io.said.contains("internationalised") && io.said.contains("(host: xn--pple-43d.com)"), "{}", io.said);
+    }
+
+    #[test]
+    fn answers_parse_by_type_and_choice() {
+        let colors = choices(&json!({"type": "string", "enum": ["red", "green"]}));
+        assert_eq!(parse("2", "string", &colors, false), Ok(json!("green")));
+        assert_eq!(parse("red", "string", &colors, false), Ok(json!("red")));
+        assert!(parse("3", "string", &colors, false).is_err());
+        let titled = choices(&json!({"type": "string", "oneOf": [{"const": "a", "title": "Alpha"}]}));
+        assert_eq!(titled, [(json!("a"), "Alpha".to_string())]);
+        let tags = choices(&json!({"type": "array", "items": {"enum": ["x", "y", "z"]}}));
+        assert_eq!(parse("1, 3", "array", &tags, true), Ok(json!(["x", "z"])));
+        assert_eq!(parse("y", "boolean", &[], false), Ok(json!(true)));
+        assert_eq!(parse("42", "integer", &[], false), Ok(json!(42)));
+        assert!(parse("4.5", "integer", &[], false).is_err());
+        assert_eq!(parse(" two words ", "string", &[], false), Ok(json!(" two words ")));
+        assert!(sensitive("apiToken", &json!({})) && sensitive("x", &json!({"format": "password"})));
+        assert!(!sensitive("name", &json!({"type": "string"})));
+    }
+
+    #[test]
+    fn the_shell_approval_takes_a_number_and_a_note() {
+        let request = Approval {
+            tool: "mcp_fx_echo".into(),
+            server: Some("fx".into()),
+            original: Some("echo".into()),
+            arguments: json!({ "message": "hi" }),
+        };
+        let mut io = Script::new(&["maybe", "3 use the cached copy"]);
+        assert_eq!(approve(&mut io, &request), Answer::Deny(Some("use the cached copy".into())));
+        assert!(io.said.contains("choose 1, 2 or 3") && io.said.contains("(server fx, tool echo)"), "{}", io.said);
+        assert_eq!(approve(&mut Script::new(&["2"]), &request), Answer::Session);
+        assert_eq!(approve(&mut Script::new(&["1"]), &request), Answer::Once);
+        let mut io = Script { answers: vec![Reply::Interrupted], said: String::new() };
+        assert_eq!(approve(&mut io, &request), Answer::Cancel);
+        assert_eq!(approve_brief(&mut Script::new(&["a"]), &request), Answer::Session);
+        assert_eq!(approve_brief(&mut Script::new(&["what"]), &request), Answer::Deny(None));
     }
 }

@@ -7,7 +7,6 @@ mod ask;
 mod auth;
 mod browser;
 mod edit;
-mod elicit_tty;
 pub mod failure;
 pub mod form;
 pub mod interrupt;

@@ -11,12 +11,14 @@ fn a_terminal_is_asked_for_each_field_with_types_defaults_and_choices() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).spawn_on_terminal();
-    term.wait_for("server fx asks: Please tell me your name");
+    term.wait_for("MCP server 'fx' asks: Please tell me your name");
     term.wait_for("name (required) [Ada]: ").type_line("Grace Hopper");
     term.wait_for("age (integer) [36]: ").type_line("eighty");
     term.wait_for("not a whole number; again").wait_for("age (integer) [36]: ").type_line("");
     term.wait_for("ok (y/n) [y]: ").type_line("n");
     term.wait_for("color: 1) red  2) green [green]: ").type_line("1");
+    term.wait_for("  name = Grace Hopper\n  age = 36\n  ok = false\n  color = red\n");
+    term.wait_for("[a] accept  [d] decline  [c] cancel > ").type_line("a");
     let (code, shown) = term.wait();
     assert_eq!(code, Some(0), "{shown}");
     assert!(
@@ -35,10 +37,12 @@ fn a_sensitive_field_is_read_without_echo_and_ctrl_d_declines() {
     }, "required": ["apiToken"] } });
     let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit", &schema.to_string()]).spawn_on_terminal();
     term.wait_for("API token (required): ").type_line("hunter2-canary");
+    term.wait_for("[a] accept").type_line("");
     let (code, shown) = term.wait();
     assert_eq!(code, Some(0), "{shown}");
-    // Once, in the result the fixture echoes back; never as it was typed.
+    // Once, in the result the fixture echoes back; never as it was typed, nor in the summary.
     assert_eq!(shown.matches("hunter2-canary").count(), 1, "{shown}");
+    assert!(shown.contains("apiToken = (hidden)"), "{shown}");
     assert!(shown.contains(r#""content":{"apiToken":"hunter2-canary"}"#), "{shown}");
 
     let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).spawn_on_terminal();
@@ -55,7 +59,7 @@ fn a_url_request_on_a_terminal_asks_for_consent() {
     env.fixture(&[], json!({}));
     let args = json!({ "url": "https://example.com/sign-in" }).to_string();
     let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit", &args]).spawn_on_terminal();
-    term.wait_for("https://example.com/sign-in").wait_for("[y/N] ").type_line("y");
+    term.wait_for("https://example.com/sign-in   (host: example.com)").wait_for("[p] print only").type_line("p");
     let (code, shown) = term.wait();
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains(r#"{"action":"accept"}"#), "{shown}");

@@ -12,12 +12,12 @@ use serde_json::{Value, json};
 use super::args;
 use crate::cli::ToolCall;
 use crate::cmd::failure::{Failure, Kind, fail};
+use crate::cmd::form::{Interrupted, Term};
 use crate::cmd::render;
 use crate::cmd::{Context, Exit, One, print, print_json, stdin_is_terminal, stdout_is_terminal};
 use crate::dispatch::{CallError, CallUpdate, Progress};
 use crate::session::elicit::{Answering, Asked, InputRequired, Policy, PolicyHandler};
 use crate::session::{Call, Session};
-use crate::util::Trigger;
 
 pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     // Everything the user gave is read and checked before a server starts.
@@ -38,8 +38,8 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let arguments = arguments.unwrap_or_else(|| json!({}));
     let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
-    let ask = asking.then_some(&ctx.interrupt);
-    match wait(session, pending, &asks_rx, &label, ask)? {
+    let mut term = asking.then(|| Term::stdio(ctx.interrupt.clone()));
+    match wait(session, pending, &asks_rx, &label, term.as_mut())? {
         Outcome::Result(result) => print_result(&call, &result, ctx),
         // The server needs the user to visit a URL first (-32042): input required.
         Outcome::Failed(CallError::Rpc(error))
@@ -110,7 +110,7 @@ pub fn wait(
     mut pending: Call,
     input: &Receiver<Asked>,
     label: &str,
-    ask: Option<&Trigger>,
+    mut ask: Option<&mut Term>,
 ) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
@@ -128,10 +128,13 @@ pub fn wait(
             recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             // A request the server has cancelled already is dropped (CAN-5).
             recv(input) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
-                if let Some(interrupt) = ask {
-                    match crate::cmd::elicit_tty::ask(&input, interrupt) {
-                        Some(answer) => responder.respond(Ok(answer)),
-                        None => return Err(fail(Kind::Interrupted, "interrupted while answering the server")),
+                if let Some(term) = ask.as_deref_mut() {
+                    match crate::cmd::form::elicit(term, &input) {
+                        Ok(answer) => responder.respond(Ok(answer)),
+                        Err(Interrupted) => {
+                            responder.respond(Ok(json!({ "action": "cancel" })));
+                            return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
+                        }
                     }
                     continue;
                 }
