@@ -16,8 +16,8 @@ fn main() -> ExitCode {
         Err(err) => return ExitCode::from(nod::cmd::report_usage(&err, &args) as u8),
     };
     let interrupt = Trigger::default();
-    Signals::install(interrupt.clone());
-    let ctx = Context { redactor, interrupt, options: Default::default() };
+    let signals = Signals::install(interrupt.clone());
+    let ctx = Context { redactor, interrupt, options: Default::default(), signals: Some(signals) };
     ExitCode::from(nod::cmd::run(command, &ctx) as u8)
 }
 

@@ -163,6 +163,8 @@ impl Agent {
         for (server, why) in self.runtime.start_all() {
             surface.notice(Level::Warning, &format!("MCP server {server} is not available: {why}"));
         }
+        // Servers another thread is starting (the shell's background start) are awaited.
+        self.runtime.wait_started(std::time::Duration::from_secs(120));
         self.index_tools();
     }
 

@@ -138,7 +138,8 @@ impl Default for Options {
 }
 
 pub struct Agent {
-    provider: Provider,
+    /// None until a model is configured (the shell starts without one).
+    provider: Option<Provider>,
     runtime: Arc<Runtime>,
     asked: Receiver<Asked>,
     pub policy: Arc<Policy>,
@@ -153,7 +154,7 @@ impl Agent {
     /// `asked` receives the elicitations of `runtime`'s servers (its inbound handler is a
     /// `PolicyHandler` with `Policy::Fail` sending there).
     pub fn new(
-        provider: Provider,
+        provider: Option<Provider>,
         runtime: Arc<Runtime>,
         asked: Receiver<Asked>,
         policy: Arc<Policy>,
@@ -174,8 +175,47 @@ impl Agent {
         }
     }
 
+    /// The model's name, or "" when none is configured.
     pub fn model(&self) -> &str {
-        &self.provider.config().model
+        self.provider.as_ref().map_or("", |p| p.config().model.as_str())
+    }
+
+    pub fn provider(&self) -> Option<&Provider> {
+        self.provider.as_ref()
+    }
+
+    /// Uses another model (or endpoint) from the next request on.
+    pub fn set_provider(&mut self, provider: Provider) {
+        self.provider = Some(provider);
+    }
+
+    /// Swaps in another runtime (a reload): its servers' tools are indexed, and selected tools
+    /// that no longer resolve are dropped. Returns the old runtime.
+    pub fn set_runtime(&mut self, runtime: Arc<Runtime>) -> Arc<Runtime> {
+        let old = std::mem::replace(&mut self.runtime, runtime);
+        self.system = prompt::system(self.options.system.as_deref(), &self.runtime.names());
+        self.catalog.refresh(&self.runtime, &self.limits);
+        let selected = std::mem::take(&mut self.catalog.selected);
+        for alias in selected {
+            if self.catalog.lookup(&self.runtime, &self.limits, &alias).is_some() {
+                self.catalog.selected.push(alias);
+            }
+        }
+        old
+    }
+
+    /// Adds a tool to the selected set (the shell's browser), by its model-facing name.
+    pub fn select(&mut self, alias: &str) -> bool {
+        let found = self.catalog.lookup(&self.runtime, &self.limits, alias).is_some();
+        if found {
+            self.catalog.select(alias);
+        }
+        found
+    }
+
+    /// The model-facing name of a server's tool (assigned now if it had none).
+    pub fn alias(&mut self, server: &str, tool: &str) -> String {
+        self.catalog.aliases.alias(server, tool)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {

@@ -18,6 +18,7 @@ const MAX_ATTEMPTS: usize = 4;
 /// Waits between attempts when the endpoint names none.
 const PACING: [Duration; 3] = [Duration::from_millis(250), Duration::from_secs(1), Duration::from_secs(2)];
 const CONTINUE: &str = "The previous response was interrupted. Restart that response from the beginning using the completed tool results above. Do not repeat completed tool actions.";
+const NO_MODEL: &str = "no model configured: set NOD_MODEL or \"model\" in settings.json, or choose one with /model <id>";
 const SUMMARIZE: &str = "Summarize what you just did.";
 pub(super) const STEP_LIMIT: &str = "Agent step limit reached; continue with a follow-up prompt if needed.";
 const MALFORMED: &str = "Repeated malformed tool arguments stopped the agent loop. The invalid calls were not executed. Continue with a follow-up prompt if needed.";
@@ -112,8 +113,11 @@ impl Agent {
                 tools: &tools,
                 tool_choice_none: first && self.options.first_call_tool_choice_none,
             };
+            let Some(provider) = self.provider.as_ref() else {
+                return Err(End::Failed(NO_MODEL.into()));
+            };
             let mut streamed = String::new();
-            let result = self.provider.complete(&req, cancel, &mut |delta| {
+            let result = provider.complete(&req, cancel, &mut |delta| {
                 surface.text(delta);
                 streamed.push_str(delta);
             });

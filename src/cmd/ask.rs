@@ -78,7 +78,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         system: ask.system.clone(),
         first_call_tool_choice_none: settings.first_call_tool_choice_none,
     };
-    let mut agent = Agent::new(Provider::new(provider), runtime.clone(), asked, policy, limits, options);
+    let mut agent = Agent::new(Some(Provider::new(provider)), runtime.clone(), asked, policy, limits, options);
     let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
     let mut surface = AskSurface {
         json: ask.json,

@@ -11,9 +11,8 @@
 //! Ctrl-C cancels it (and the caller ends what it was doing). A URL is offered only when it
 //! is https, or http to this machine; nod never fetches it.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
-use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::{Map, Value, json};
 
 use crate::agent::{Answer, Approval};
@@ -45,38 +44,35 @@ pub trait Prompter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interrupted;
 
-/// A terminal in cooked mode, read through a file: stdin with stderr for `nod mcp`, or
-/// /dev/tty for `nod ask`. Ctrl-C is a signal there, which fires `interrupt`; a read waits
-/// on a thread of its own so that the signal still ends the wait.
+/// A terminal in cooked mode: stdin with stderr for `nod mcp`, or /dev/tty for `nod ask`.
+/// Ctrl-C is a signal there, which fires `interrupt` and ends the wait for a line.
 pub struct Term {
     output: Box<dyn Write + Send>,
-    /// The descriptor the terminal's echo is switched on (stdin, or the tty).
-    fd: std::os::fd::RawFd,
-    reader: LineReader,
+    input: FdLines,
     interrupt: Trigger,
+    /// Keeps /dev/tty open while `input` reads its descriptor.
+    _tty: Option<std::fs::File>,
 }
 
 impl Term {
     /// Asks on stderr and reads stdin.
     pub fn stdio(interrupt: Trigger) -> Term {
-        let reader = LineReader::start(|| Box::new(std::io::stdin().lock()) as Box<dyn BufRead>);
-        Term { output: Box::new(std::io::stderr()), fd: libc::STDIN_FILENO, reader, interrupt }
+        Term { output: Box::new(std::io::stderr()), input: FdLines::new(libc::STDIN_FILENO), interrupt, _tty: None }
     }
 
     /// Asks and reads on /dev/tty, or None when there is no terminal.
     pub fn tty(interrupt: Trigger) -> Option<Term> {
         use std::os::fd::AsRawFd;
         let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").ok()?;
-        let input = tty.try_clone().ok()?;
-        let fd = tty.as_raw_fd();
-        let reader = LineReader::start(move || Box::new(std::io::BufReader::new(input)) as Box<dyn BufRead>);
-        Some(Term { output: Box::new(tty), fd, reader, interrupt })
+        let output = tty.try_clone().ok()?;
+        let input = FdLines::new(tty.as_raw_fd());
+        Some(Term { output: Box::new(output), input, interrupt, _tty: Some(tty) })
     }
 
     fn read(&mut self, prompt: &str, hidden: bool) -> Reply {
-        let echo = hidden.then(|| NoEcho::start(self.fd)).flatten();
+        let echo = hidden.then(|| NoEcho::start(self.input.fd)).flatten();
         self.say(prompt);
-        let reply = self.reader.next(&self.interrupt);
+        let reply = self.input.next(&self.interrupt);
         if echo.is_some() {
             self.say("\n");
         }
@@ -99,63 +95,71 @@ impl Prompter for Term {
     }
 }
 
-/// Lines read on demand by a thread of their own (which, blocked in a read, ends with the
-/// process): one line per request, so nothing is read ahead of a question.
-struct LineReader {
-    ask: Sender<()>,
-    lines: Receiver<Option<String>>,
-    /// A line was asked for and has not arrived (a question was interrupted).
-    waiting: bool,
+/// Lines read from a descriptor (a terminal in cooked mode, or a pipe) on the calling thread,
+/// waiting in `poll` so that a fired trigger ends the wait: nothing reads ahead of a question
+/// on another thread, so a line editor can take the terminal over between questions.
+pub struct FdLines {
+    fd: std::os::fd::RawFd,
+    /// Bytes read past the last line (a pipe delivers several lines at once).
+    buffer: Vec<u8>,
+    ended: bool,
 }
 
-impl LineReader {
-    fn start(open: impl FnOnce() -> Box<dyn BufRead> + Send + 'static) -> LineReader {
-        let (ask, asked) = crossbeam_channel::unbounded::<()>();
-        let (send, lines) = crossbeam_channel::unbounded();
-        let _ = std::thread::Builder::new().name("nod-input".into()).spawn(move || {
-            let mut input = open();
-            while asked.recv().is_ok() {
-                let mut line = String::new();
-                let read = match input.read_line(&mut line) {
-                    Ok(0) | Err(_) => None,
-                    Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
-                };
-                if send.send(read).is_err() {
-                    return;
-                }
-            }
-        });
-        LineReader { ask, lines, waiting: false }
+impl FdLines {
+    pub fn new(fd: std::os::fd::RawFd) -> FdLines {
+        FdLines { fd, buffer: Vec::new(), ended: false }
     }
 
-    fn next(&mut self, interrupt: &Trigger) -> Reply {
-        if !self.waiting {
-            if self.ask.send(()).is_err() {
-                return Reply::End;
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd
+    }
+
+    /// The next line without its newline; `End` at the end of input (Ctrl-D on a terminal);
+    /// `Interrupted` when `interrupt` fires first.
+    pub fn next(&mut self, interrupt: &Trigger) -> Reply {
+        loop {
+            if let Some(at) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=at).collect();
+                let text = String::from_utf8_lossy(&line[..at]);
+                return Reply::Line(text.trim_end_matches('\r').to_string());
             }
-            self.waiting = true;
-        }
-        select! {
-            recv(self.lines) -> line => {
-                self.waiting = false;
-                match line {
-                    Ok(Some(line)) => Reply::Line(line),
-                    _ => Reply::End,
+            if self.ended {
+                if self.buffer.is_empty() {
+                    return Reply::End;
                 }
+                let rest = std::mem::take(&mut self.buffer);
+                return Reply::Line(String::from_utf8_lossy(&rest).into_owned());
             }
-            recv(interrupt.receiver()) -> _ => Reply::Interrupted,
+            if interrupt.is_fired() {
+                return Reply::Interrupted;
+            }
+            let mut poll = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let ready = unsafe { libc::poll(&mut poll, 1, 100) };
+            if ready <= 0 {
+                continue;
+            }
+            let mut chunk = [0u8; 4096];
+            // SAFETY: reads into a buffer this function owns, at most its length.
+            let n = unsafe { libc::read(self.fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            match n {
+                0 => self.ended = true,
+                n if n > 0 => self.buffer.extend_from_slice(&chunk[..n as usize]),
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+                _ => self.ended = true,
+            }
         }
     }
 }
 
 /// The terminal's echo, off until dropped.
-struct NoEcho {
+pub struct NoEcho {
     fd: std::os::fd::RawFd,
     saved: libc::termios,
 }
 
 impl NoEcho {
-    fn start(fd: std::os::fd::RawFd) -> Option<NoEcho> {
+    pub fn start(fd: std::os::fd::RawFd) -> Option<NoEcho> {
         // SAFETY: tcgetattr and tcsetattr on a descriptor this process holds open, with a
         // termios this function owns; a failure leaves the terminal as it was.
         unsafe {

@@ -38,6 +38,8 @@ pub struct Context {
     pub interrupt: Trigger,
     /// `--json` and the timeouts of this `nod mcp` run.
     pub options: Options,
+    /// The signal handling, for a shell that arms a trigger per turn.
+    pub signals: Option<interrupt::Signals>,
 }
 
 /// How a command ends.

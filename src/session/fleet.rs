@@ -33,6 +33,8 @@ pub enum Status {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Disabled,
+    /// Connecting (a shell's servers, still coming up).
+    Starting,
     Ready,
     Failed,
 }
@@ -41,6 +43,7 @@ impl State {
     pub fn as_str(self) -> &'static str {
         match self {
             State::Disabled => "disabled",
+            State::Starting => "starting",
             State::Ready => "ready",
             State::Failed => "failed",
         }
@@ -196,11 +199,12 @@ impl Fleet {
     }
 }
 
-impl Member {
-    fn health(&self) -> Health {
-        let mut health = Health {
-            name: self.config.name.clone(),
-            transport: self.config.transport.kind(),
+impl Health {
+    /// A disabled server's health, to fill in.
+    pub fn new(config: &ServerConfig) -> Health {
+        Health {
+            name: config.name.clone(),
+            transport: config.transport.kind(),
             state: State::Disabled,
             version: None,
             server_name: None,
@@ -208,54 +212,71 @@ impl Member {
             counts: Counts::default(),
             rejected: 0,
             error: None,
-            elapsed: self.connected,
+            elapsed: Duration::ZERO,
             tool_names: Vec::new(),
             prompt_names: Vec::new(),
-        };
+        }
+    }
+
+    pub fn fail(&mut self, why: String) {
+        self.state = State::Failed;
+        self.error = Some(why);
+    }
+}
+
+/// Fills in a connected server's health: its version, name and catalog counts (each listing
+/// bounded by `deadline`); failed when a listing fails.
+pub fn check(session: &Session, deadline: Instant, health: &mut Health) {
+    let listed = (|| -> anyhow::Result<()> {
+        health.version = Some(session.version.to_string());
+        health.server_name = info(session, "name");
+        health.server_version = info(session, "version");
+        for kind in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts] {
+            if !session.has(kind.capability()) {
+                continue;
+            }
+            let listing = catalog::list_until(session, kind, deadline)?;
+            health.rejected += listing.rejected.len();
+            let count = Some(listing.items.len());
+            let names = || listing.items.iter().filter_map(|i| i["name"].as_str()).map(str::to_string).collect();
+            match kind {
+                Kind::Tools => health.tool_names = names(),
+                Kind::Prompts => health.prompt_names = names(),
+                _ => {}
+            }
+            match kind {
+                Kind::Tools => health.counts.tools = count,
+                Kind::Resources => health.counts.resources = count,
+                Kind::Templates => health.counts.templates = count,
+                Kind::Prompts => health.counts.prompts = count,
+            }
+        }
+        Ok(())
+    })();
+    match listed {
+        Ok(()) => health.state = State::Ready,
+        Err(err) => health.fail(format!("{err:#}")),
+    }
+}
+
+impl Member {
+    fn health(&self) -> Health {
+        let mut health = Health::new(&self.config);
+        health.elapsed = self.connected;
         let server = match &self.status {
             Status::Disabled => return health,
             Status::Failed(why) => {
-                health.state = State::Failed;
-                health.error = Some(why.clone());
+                health.fail(why.clone());
                 return health;
             }
             Status::Ready(server) => server,
         };
         let deadline = self.started + self.config.startup_timeout;
-        let listed = server.session().and_then(|session| {
-            health.version = Some(session.version.to_string());
-            health.server_name = info(&session, "name");
-            health.server_version = info(&session, "version");
-            for kind in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts] {
-                if !session.has(kind.capability()) {
-                    continue;
-                }
-                let listing = catalog::list_until(&session, kind, deadline)?;
-                health.rejected += listing.rejected.len();
-                let count = Some(listing.items.len());
-                let names = || listing.items.iter().filter_map(|i| i["name"].as_str()).map(str::to_string).collect();
-                match kind {
-                    Kind::Tools => health.tool_names = names(),
-                    Kind::Prompts => health.prompt_names = names(),
-                    _ => {}
-                }
-                match kind {
-                    Kind::Tools => health.counts.tools = count,
-                    Kind::Resources => health.counts.resources = count,
-                    Kind::Templates => health.counts.templates = count,
-                    Kind::Prompts => health.counts.prompts = count,
-                }
-            }
-            Ok(())
-        });
-        health.elapsed = self.started.elapsed();
-        match listed {
-            Ok(()) => health.state = State::Ready,
-            Err(err) => {
-                health.state = State::Failed;
-                health.error = Some(format!("{err:#}"));
-            }
+        match server.session() {
+            Ok(session) => check(&session, deadline, &mut health),
+            Err(err) => health.fail(format!("{err:#}")),
         }
+        health.elapsed = self.started.elapsed();
         health
     }
 }

@@ -3,9 +3,10 @@
 //! search and health. The shell's reload builds a new one and swaps it in; ACP has one per
 //! session.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
 
+use super::fleet::{Health, State as HealthState};
 use super::supervisor::Supervised;
 use super::{Access, MissingVariable, Session};
 use crate::config::ServerConfig;
@@ -17,6 +18,8 @@ use crate::oauth::AuthError;
 pub enum State {
     /// Not started yet (optional servers wait for the first use of MCP).
     Idle,
+    /// Connecting now.
+    Starting,
     Ready,
     /// It needs an OAuth authorization that this surface cannot run.
     Unauthenticated,
@@ -30,6 +33,7 @@ impl State {
     pub fn label(&self) -> &'static str {
         match self {
             State::Idle => "idle",
+            State::Starting => "starting",
             State::Ready => "ready",
             State::Unauthenticated => "unauthenticated",
             State::MissingVariable(_) => "failed",
@@ -49,6 +53,9 @@ pub struct Runtime {
     servers: Vec<Server>,
     handler: Arc<dyn InboundHandler>,
     access: Access,
+    /// Signalled whenever a server leaves `Starting`.
+    settled: Condvar,
+    settling: Mutex<()>,
 }
 
 impl Runtime {
@@ -67,7 +74,7 @@ impl Runtime {
             })
             .collect();
         servers.sort_by(|a, b| a.config.name.cmp(&b.config.name));
-        Runtime { engine, servers, handler, access }
+        Runtime { engine, servers, handler, access, settled: Condvar::new(), settling: Mutex::new(()) }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -97,10 +104,40 @@ impl Runtime {
         self.start(|_| true)
     }
 
+    /// Starts the servers `which` selects that are idle, in parallel, calling `settled` from
+    /// each server's thread as it becomes ready or fails; returns the ones that failed.
+    pub fn start_each(
+        &self,
+        which: impl Fn(&ServerConfig) -> bool + Sync,
+        settled: &(dyn Fn(&str, &State) + Sync),
+    ) -> Vec<(String, String)> {
+        self.start_with(|s| which(&s.config), settled)
+    }
+
     fn start(&self, which: impl Fn(&Server) -> bool + Sync) -> Vec<(String, String)> {
-        let idle: Vec<&Server> = self.servers.iter().filter(|s| which(s) && lock(&s.state).0 == State::Idle).collect();
+        self.start_with(which, &|_, _| {})
+    }
+
+    fn start_with(
+        &self,
+        which: impl Fn(&Server) -> bool + Sync,
+        settled: &(dyn Fn(&str, &State) + Sync),
+    ) -> Vec<(String, String)> {
+        // Claimed under the lock: a server is started by one caller only.
+        let claimed: Vec<&Server> = self
+            .servers
+            .iter()
+            .filter(|s| {
+                let mut state = lock(&s.state);
+                let claim = which(s) && state.0 == State::Idle;
+                if claim {
+                    state.0 = State::Starting;
+                }
+                claim
+            })
+            .collect();
         std::thread::scope(|scope| {
-            for server in &idle {
+            for server in &claimed {
                 scope.spawn(|| {
                     let started = Instant::now();
                     let result = Supervised::start(&self.engine, &server.config, self.handler.clone(), &self.access);
@@ -109,11 +146,18 @@ impl Runtime {
                         Err(err) => (classify(&err), None),
                     };
                     log::debug!("server {}: {} after {:?}", server.config.name, state.0.label(), started.elapsed());
+                    let shown = state.0.clone();
                     *lock(&server.state) = state;
+                    {
+                        let _guard = lock(&self.settling);
+                        self.settled.notify_all();
+                    }
+                    settled(&server.config.name, &shown);
                 });
             }
         });
-        idle.iter()
+        claimed
+            .iter()
             .filter_map(|s| match &lock(&s.state).0 {
                 State::Ready => None,
                 other => Some((s.config.name.clone(), describe(other))),
@@ -121,9 +165,64 @@ impl Runtime {
             .collect()
     }
 
-    /// Whether any server is still to be started.
+    /// Waits until no server is starting (another thread started them), at most `limit`.
+    pub fn wait_started(&self, limit: std::time::Duration) {
+        let deadline = Instant::now() + limit;
+        let mut guard = lock(&self.settling);
+        while self.servers.iter().any(|s| lock(&s.state).0 == State::Starting) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            guard = self.settled.wait_timeout(guard, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// Starts `name` again (after an authorization, or a failure): its old connection is
+    /// closed and it connects anew. The new state.
+    pub fn restart(&self, name: &str) -> Option<State> {
+        let server = self.find(name)?;
+        {
+            let mut state = lock(&server.state);
+            if state.0 == State::Starting || state.0 == State::Disabled {
+                return Some(state.0.clone());
+            }
+            *state = (State::Idle, None);
+        }
+        self.start(|s| s.config.name == name);
+        self.state(name)
+    }
+
+    /// Every server's health as `nod mcp list --connect` shows it, from the live
+    /// connections (catalogs from the cache, listed within the operation timeout).
+    pub fn health(&self) -> Vec<Health> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self.servers.iter().map(|server| scope.spawn(move || self.server_health(server))).collect();
+            handles.into_iter().map(|h| h.join().expect("health thread")).collect()
+        })
+    }
+
+    fn server_health(&self, server: &Server) -> Health {
+        let (state, supervised) = lock(&server.state).clone();
+        let mut health = Health::new(&server.config);
+        match (state, supervised) {
+            (State::Ready, Some(supervised)) => {
+                let deadline = Instant::now() + server.config.operation_timeout;
+                match supervised.session() {
+                    Ok(session) => super::fleet::check(&session, deadline, &mut health),
+                    Err(err) => health.fail(format!("{err:#}")),
+                }
+            }
+            (State::Idle | State::Starting, _) => health.state = HealthState::Starting,
+            (State::Disabled, _) => {}
+            (other, _) => health.fail(describe(&other)),
+        }
+        health
+    }
+
+    /// Whether any server is still to be started, or starting.
     pub fn has_idle(&self) -> bool {
-        self.servers.iter().any(|s| lock(&s.state).0 == State::Idle)
+        self.servers.iter().any(|s| matches!(lock(&s.state).0, State::Idle | State::Starting))
     }
 
     pub fn state(&self, name: &str) -> Option<State> {
