@@ -18,7 +18,8 @@ const MAX_ATTEMPTS: usize = 4;
 /// Waits between attempts when the endpoint names none.
 const PACING: [Duration; 3] = [Duration::from_millis(250), Duration::from_secs(1), Duration::from_secs(2)];
 const CONTINUE: &str = "The previous response was interrupted. Restart that response from the beginning using the completed tool results above. Do not repeat completed tool actions.";
-const NO_MODEL: &str = "no model configured: set NOD_MODEL or \"model\" in settings.json, or choose one with /model <id>";
+const NO_MODEL: &str =
+    "no model configured: set NOD_MODEL or \"model\" in settings.json, or choose one with /model <id>";
 const SUMMARIZE: &str = "Summarize what you just did.";
 pub(super) const STEP_LIMIT: &str = "Agent step limit reached; continue with a follow-up prompt if needed.";
 const MALFORMED: &str = "Repeated malformed tool arguments stopped the agent loop. The invalid calls were not executed. Continue with a follow-up prompt if needed.";

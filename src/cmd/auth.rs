@@ -12,6 +12,12 @@ use crate::session::Access;
 use crate::session::catalog::{self, Kind as Catalog};
 
 pub fn auth(name: &str, open: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    auth_with(name, Arc::new(super::browser::Interactive { open }), ctx)
+}
+
+/// `auth` with the browser side given: the shell shows the URL and reads a pasted redirect
+/// without echo, and stops reading when the flow ends.
+pub fn auth_with(name: &str, browser: Arc<dyn crate::oauth::Browser>, ctx: &Context) -> anyhow::Result<Exit> {
     let loaded = super::one::load_profile(Some(name), ctx)?;
     let config = super::one::find_server(&loaded, name)?;
     if matches!(config.transport, Transport::Stdio(_)) {
@@ -24,11 +30,7 @@ pub fn auth(name: &str, open: bool, ctx: &Context) -> anyhow::Result<Exit> {
     }
     // Connecting and listing reaches whatever the server protects; a 401 on the way runs the
     // authorization flow, afresh (stored tokens are ignored).
-    let access = Access {
-        browser: Some(Arc::new(super::browser::Interactive { open })),
-        fresh: true,
-        redactor: ctx.redactor.clone(),
-    };
+    let access = Access { browser: Some(browser), fresh: true, redactor: ctx.redactor.clone() };
     let one = One::connect_with(name, super::one::no_input(), &access, ctx)?;
     if one.session().has("tools") {
         catalog::list(one.session(), Catalog::Tools)?;

@@ -51,21 +51,27 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
     for health in &healths {
         super::names::remember_names(&health.name, Some(health.tool_names.clone()), Some(health.prompt_names.clone()));
     }
+    show_health(&healths, &loaded, progressive, ctx)
+}
+
+/// Prints a health snapshot (the shell's `/mcp list` shows its live servers this way): the
+/// servers, unless `shown` already, then the configuration issues; or one JSON document.
+pub(super) fn show_health(healths: &[Health], loaded: &Loaded, shown: bool, ctx: &Context) -> anyhow::Result<Exit> {
     let failed = healths.iter().any(|h| h.state == State::Failed);
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
-    if json {
+    if ctx.options.json {
         let servers: Vec<Value> = healths.iter().map(|h| health_json(h, ctx)).collect();
         print_json(&json!({
             "path": loaded.path,
             "servers": servers,
-            "project": project_json(&loaded),
+            "project": project_json(loaded),
             "issues": issues_json(&loaded.issues),
         }))?;
     } else {
         let mut out = String::new();
-        if !progressive {
+        if !shown {
             out = format!("MCP health ({}):\n", count(healths.len()));
-            for health in &healths {
+            for health in healths {
                 out.push_str(&health_text(health, ctx));
             }
         }

@@ -18,6 +18,7 @@ mod output;
 mod prompt;
 mod render;
 mod resource;
+mod shell;
 mod status;
 mod tool;
 mod trust;
@@ -67,10 +68,7 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
         Command::Help(page) => print(&crate::cli::man::render(page)).map(|()| Exit::Ok),
         Command::Version => print(&format!("nod {}\n", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok),
         Command::GenerateMan(page) => print(&crate::cli::man::man(page)).map(|()| Exit::Ok),
-        Command::Shell(_) => Err(failure::fail(
-            Kind::Usage,
-            "the interactive shell is not built yet; see nod --help for what nod can do now",
-        )),
+        Command::Shell(globals) => return shell::run(globals, ctx),
         Command::Completions(shell) => print(shell.script()).map(|()| Exit::Ok),
         Command::Complete(words) => names::complete(&words),
         Command::Mcp(mcp, options) => {

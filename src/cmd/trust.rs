@@ -153,7 +153,7 @@ pub fn run(command: TrustCommand, ctx: &Context) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-fn read_project(settings_path: &Path, cwd: &Path) -> anyhow::Result<Project> {
+pub(super) fn read_project(settings_path: &Path, cwd: &Path) -> anyhow::Result<Project> {
     let located = project::locate(cwd);
     let choices = settings::choices(settings_path, &located.0)?;
     Ok(project::load(located, &choices))
@@ -163,7 +163,7 @@ fn read_project(settings_path: &Path, cwd: &Path) -> anyhow::Result<Project> {
 /// the file again: if the workspace or any entry differs from what was shown, nothing is
 /// recorded. (A change after this check cannot slip through either: the recorded
 /// fingerprint is that of the entry shown, so a different entry is `changed`.)
-fn approve(settings_path: &Path, cwd: &Path, shown: &Project, entries: &[&Entry]) -> anyhow::Result<()> {
+pub(super) fn approve(settings_path: &Path, cwd: &Path, shown: &Project, entries: &[&Entry]) -> anyhow::Result<()> {
     let now = read_project(settings_path, cwd)?;
     if now.workspace != shown.workspace || fingerprints(&now) != fingerprints(shown) {
         return Err(fail(
@@ -198,7 +198,7 @@ fn warn_if_shadowed(entries: &[&Entry]) -> anyhow::Result<()> {
 }
 
 /// What approving `entry` allows, one item a line.
-fn describe(entry: &Entry, workspace: &Path) -> String {
+pub(super) fn describe(entry: &Entry, workspace: &Path) -> String {
     let name = &entry.name;
     let mut out = String::new();
     match &entry.launch {
@@ -303,7 +303,7 @@ fn confirm(mut input: impl BufRead + Send + 'static, interrupt: &Trigger) -> Ans
 }
 
 /// A path of this machine, terminal-safe: a folder's name may hold control characters too.
-fn shown_path(path: &Path) -> String {
+pub(super) fn shown_path(path: &Path) -> String {
     terminal_safe(&path.display().to_string()).into_owned()
 }
 

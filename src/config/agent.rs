@@ -2,7 +2,7 @@
 //! `api_key_env`, `request_timeout_ms`), `permission_mode` and `permission` rules (top level
 //! for the user, and `workspaces["<canonical workspace path>"]` for one workspace, which
 //! comes after and so wins), `max_agent_steps`, `max_tool_result_bytes`, `context_limits` and
-//! `first_call_tool_choice`. A value of the wrong type is reported and ignored; project files
+//! `first_call_tool_choice`, and the shell's `prompt_history.enabled`. A value of the wrong type is reported and ignored; project files
 //! never set any of this.
 
 use std::path::Path;
@@ -23,6 +23,8 @@ pub struct AgentSettings {
     /// `context_limits` values: the user's, then the workspace's.
     pub context_limits: Vec<Value>,
     pub first_call_tool_choice_none: bool,
+    /// `prompt_history.enabled: false`: the shell keeps no history file.
+    pub prompt_history_off: bool,
     pub issues: Vec<String>,
 }
 
@@ -89,6 +91,11 @@ fn read_layer(layer: &Map<String, Value>, source: &'static str, settings: &mut A
         }
         if let Some(ms) = number("request_timeout_ms", &mut issue) {
             settings.model.request_timeout_ms = Some(ms);
+        }
+        match layer.get("prompt_history").map(|h| h.get("enabled")) {
+            None | Some(None) => {}
+            Some(Some(Value::Bool(enabled))) => settings.prompt_history_off = !enabled,
+            Some(Some(_)) => issue("prompt_history.enabled", "true or false"),
         }
     }
     if let Some(mode) = text("permission_mode", &mut issue) {

@@ -197,7 +197,8 @@ impl Runtime {
     /// connections (catalogs from the cache, listed within the operation timeout).
     pub fn health(&self) -> Vec<Health> {
         std::thread::scope(|scope| {
-            let handles: Vec<_> = self.servers.iter().map(|server| scope.spawn(move || self.server_health(server))).collect();
+            let handles: Vec<_> =
+                self.servers.iter().map(|server| scope.spawn(move || self.server_health(server))).collect();
             handles.into_iter().map(|h| h.join().expect("health thread")).collect()
         })
     }

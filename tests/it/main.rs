@@ -43,6 +43,8 @@ mod real_agent;
 mod real_http;
 /// JSON everywhere, typed --jsonl errors, argument sources, output files, answers, timeouts.
 mod scripting;
+/// The interactive shell on a pseudo-terminal.
+mod shell;
 /// A person at a terminal: elicitation prompts, list --connect as servers become ready.
 mod terminal;
 /// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.

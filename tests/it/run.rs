@@ -148,6 +148,7 @@ impl Cmd {
             master,
             output,
             seen: Vec::new(),
+            cursor: 0,
         }
     }
 
@@ -384,6 +385,9 @@ fn pseudo_terminal() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
         assert_eq!(libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()), 0, "ptsname_r");
         let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
         assert!(slave >= 0, "open the terminal's slave side: {}", std::io::Error::last_os_error());
+        // A terminal of a usual size: line editors ask for it.
+        let size = libc::winsize { ws_row: 40, ws_col: 160, ws_xpixel: 0, ws_ypixel: 0 };
+        assert_eq!(libc::ioctl(slave, libc::TIOCSWINSZ, &size), 0, "TIOCSWINSZ");
         (master, std::os::fd::OwnedFd::from_raw_fd(slave))
     }
 }
@@ -398,6 +402,8 @@ pub struct Terminal {
     output: Receiver<Vec<u8>>,
     /// Everything the terminal has shown so far (nod's output and the echo of typed input).
     seen: Vec<u8>,
+    /// Where `next` looks from: the end of what it last found.
+    cursor: usize,
 }
 
 impl Terminal {
@@ -418,6 +424,39 @@ impl Terminal {
         self
     }
 
+    /// Waits until the terminal shows `needle` after what `next` found last, and moves past
+    /// it: for a prompt that shows again and again.
+    pub fn next(&mut self, needle: &str) -> &mut Terminal {
+        let deadline = self.started + self.timeout;
+        loop {
+            let shown = self.shown();
+            if let Some(at) = shown.get(self.cursor..).and_then(|rest| rest.find(needle)) {
+                self.cursor += at + needle.len();
+                return self;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.output.recv_timeout(left) {
+                Ok(chunk) => self.seen.extend(chunk),
+                Err(_) => panic!(
+                    "nod {:?} did not show {needle:?} in time; after what was found last it showed:\n{}",
+                    self.args,
+                    shown.get(self.cursor..).unwrap_or("")
+                ),
+            }
+        }
+    }
+
+    /// What the terminal showed after what `next` found last, as far as it has been read.
+    pub fn since(&self) -> String {
+        self.shown().get(self.cursor..).unwrap_or("").to_string()
+    }
+
+    /// Sends raw bytes: keys such as Ctrl-C (3) or Ctrl-D (4).
+    pub fn keys(&mut self, bytes: &[u8]) -> &mut Terminal {
+        self.master.write_all(bytes).expect("type on the terminal");
+        self
+    }
+
     /// Types `line` and Enter.
     pub fn type_line(&mut self, line: &str) -> &mut Terminal {
         self.master.write_all(format!("{line}\n").as_bytes()).expect("type on the terminal");
@@ -430,8 +469,33 @@ impl Terminal {
         self
     }
 
+    /// What the terminal shows, as text: control sequences (a line editor's cursor moves and
+    /// line clearing) and carriage returns left out.
     pub fn shown(&self) -> String {
-        String::from_utf8_lossy(&self.seen).replace("\r\n", "\n")
+        let raw = String::from_utf8_lossy(&self.seen);
+        let mut out = String::with_capacity(raw.len());
+        let mut chars = raw.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\u{1b}' => match chars.peek() {
+                    Some('[') => {
+                        chars.next();
+                        for c in chars.by_ref() {
+                            if ('@'..='~').contains(&c) {
+                                break;
+                            }
+                        }
+                    }
+                    Some(_) => {
+                        chars.next();
+                    }
+                    None => {}
+                },
+                '\r' => {}
+                c => out.push(c),
+            }
+        }
+        out
     }
 
     /// Waits for nod to exit within the deadline: (exit code, everything shown).

@@ -1,0 +1,949 @@
+//! The interactive shell (`nod` with no command): a plain line-mode REPL over the agent of
+//! `nod ask` (agent-reference 6). A banner and the servers' start-up lines on stderr, the
+//! trust prompt for pending project servers, then `nod> `: a line is a prompt for the model,
+//! or a slash command (`/help`, every `/mcp` form, `/permissions`, `/status`, `/model`,
+//! `/new`, `/exit`). The answer streams to stdout; tool lines, notices and questions go to
+//! stderr. Ctrl-C cancels a running turn (its MCP calls on the wire) and, twice within 3 s
+//! at the prompt, exits; Ctrl-D on an empty line exits.
+
+mod browser;
+mod input;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use serde_json::json;
+
+use super::form::{self, Reply};
+use super::{Context, Exit};
+use crate::agent::permissions::Mode;
+use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Status, Surface};
+use crate::cli::{Command, Globals, Mcp};
+use crate::cmd::interrupt::Signals;
+use crate::config::agent::AgentSettings;
+use crate::config::project::Trust;
+use crate::config::{self, Loaded, Severity};
+use crate::provider::{Provider, config as provider_config};
+use crate::session::Access;
+use crate::session::elicit::{Asked, InputRequired, Policy as ElicitPolicy, PolicyHandler};
+use crate::session::runtime::{Runtime, State};
+use crate::util::{Trigger, one_line, redact_urls, terminal_safe};
+use input::{Asking, Input, Notify};
+
+/// The window for the second Ctrl-C that exits.
+const CTRL_C_WINDOW: Duration = Duration::from_secs(3);
+
+pub fn run(globals: Globals, ctx: &Context) -> Exit {
+    let mut shell = match Shell::start(globals, ctx) {
+        Ok(shell) => shell,
+        Err(err) => {
+            eprintln!("nod: {}", ctx.redactor.redact(&format!("{err:#}")));
+            return Exit::ToolError;
+        }
+    };
+    let exit = shell.repl();
+    shell.agent.runtime().shutdown();
+    exit
+}
+
+/// Content the browser inserted, sent with the next message.
+struct Attachment {
+    label: String,
+    text: String,
+}
+
+struct Shell<'a> {
+    ctx: &'a Context,
+    signals: Option<Signals>,
+    input: Input,
+    agent: Agent,
+    asked: Sender<Asked>,
+    settings: AgentSettings,
+    /// Why there is no model, when there is none.
+    no_model: Option<String>,
+    attachments: Vec<Attachment>,
+    /// Tokens of this session, as the endpoint reported them.
+    tokens: (u64, u64),
+    /// The runtime in use, for the process trigger (SIGTERM) to shut down.
+    current: Arc<Mutex<Arc<Runtime>>>,
+    /// Lines from other threads.
+    notify: Notify,
+}
+
+impl<'a> Shell<'a> {
+    fn start(globals: Globals, ctx: &'a Context) -> anyhow::Result<Shell<'a>> {
+        let loaded = config::load_native()?;
+        ctx.redactor.add(loaded.secrets());
+        for issue in &loaded.issues {
+            eprintln!("! {issue}");
+        }
+        let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+        let settings = config::agent::load(&config::settings::path()?, &workspace);
+        for issue in &settings.issues {
+            eprintln!("! {issue}");
+        }
+        let env = |name: &str| std::env::var(name).ok();
+        let (provider, no_model) = match provider_config::resolve(None, &settings.model, &env) {
+            Ok(config) => {
+                ctx.redactor.add(config.api_key.clone());
+                (Some(Provider::new(config)), None)
+            }
+            Err(err) => (None, Some(err.to_string())),
+        };
+        let (policy, limits) = super::ask::policy_and_limits(&globals, &settings)?;
+        let history =
+            (!settings.prompt_history_off).then(|| config::home().ok().map(|h| h.join("prompt_history"))).flatten();
+        let mut input = Input::open(history);
+        let notify = input.notifier();
+        let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
+        let model = provider.as_ref().map_or("no model".to_string(), |p| p.config().model.clone());
+        eprintln!(
+            "nod {} · {} · {} · permissions {}",
+            env!("CARGO_PKG_VERSION"),
+            terminal_safe(&model),
+            terminal_safe(&cwd),
+            policy.mode().as_str()
+        );
+        if policy.mode() == Mode::FullAccess {
+            eprintln!("! full access: nod permission checks are off for this process");
+        }
+        let (asked_tx, asked_rx) = crossbeam_channel::unbounded();
+        let runtime = new_runtime(&loaded, &asked_tx, ctx);
+        let failed =
+            runtime.start_each(|s| s.required, &|name, state| notify(&settle_line(&runtime, name, state, ctx)));
+        if let Some((name, why)) = failed.first() {
+            runtime.shutdown();
+            anyhow::bail!("required MCP server '{name}' failed: {}", redact_urls(&ctx.redactor.redact(why)));
+        }
+        let options = Options {
+            max_steps: settings.max_agent_steps.map_or(usize::MAX, |n| if n == 0 { usize::MAX } else { n as usize }),
+            system: None,
+            first_call_tool_choice_none: settings.first_call_tool_choice_none,
+        };
+        let current = Arc::new(Mutex::new(runtime.clone()));
+        let agent = Agent::new(provider, runtime, asked_rx, policy, limits, options);
+        let mut shell = Shell {
+            ctx,
+            signals: ctx.signals.clone(),
+            input,
+            agent,
+            asked: asked_tx,
+            settings,
+            no_model,
+            attachments: Vec::new(),
+            tokens: (0, 0),
+            current,
+            notify,
+        };
+        shell.on_terminate();
+        if shell.trust_prompt(&loaded) {
+            shell.reload_quietly();
+        }
+        shell.start_in_background();
+        Ok(shell)
+    }
+
+    /// SIGTERM or SIGHUP: the terminal is given back and every server shut down.
+    fn on_terminate(&self) {
+        // SAFETY: a zeroed termios is only used when tcgetattr filled it.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: reads stdin's attributes into a termios this function owns.
+        let have = unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut saved) } == 0;
+        let current = self.current.clone();
+        self.ctx.interrupt.on_fire(move || {
+            if have {
+                // SAFETY: restores the attributes read above.
+                unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+            }
+            let runtime = current.lock().map(|r| r.clone());
+            if let Ok(runtime) = runtime {
+                runtime.engine().cancel_all("nod is exiting");
+                runtime.shutdown();
+            }
+            eprintln!();
+            std::process::exit(Exit::Interrupted as i32);
+        });
+    }
+
+    /// Starts the optional servers on a thread of their own, one line each as it settles.
+    fn start_in_background(&mut self) {
+        let runtime = self.agent.runtime().clone();
+        if !runtime.has_idle() {
+            return;
+        }
+        let ctx = self.ctx.clone();
+        let notify = self.notify.clone();
+        let _ = std::thread::Builder::new().name("nod-start".into()).spawn(move || {
+            runtime.start_each(|_| true, &|name, state| notify(&settle_line(&runtime, name, state, &ctx)));
+        });
+    }
+
+    /// Questions outside a turn, interrupted by Ctrl-C.
+    fn asking(&mut self) -> Asking<'_> {
+        let interrupt = self.arm();
+        Asking { input: &mut self.input, interrupt }
+    }
+
+    fn arm(&self) -> Trigger {
+        match &self.signals {
+            Some(signals) => signals.arm_new(),
+            None => Trigger::default(),
+        }
+    }
+
+    fn repl(&mut self) -> Exit {
+        let mut armed_exit: Option<Instant> = None;
+        let mut idle = self.arm();
+        loop {
+            // Turns and commands arm triggers of their own: Ctrl-C goes to this one again.
+            if !idle.is_fired() {
+                idle = self.arm();
+            }
+            // A Ctrl-C that came as a signal between two reads counts as one typed.
+            let reply = if idle.is_fired() { Reply::Interrupted } else { self.input.prompt("nod> ", &idle) };
+            if idle.is_fired() || reply == Reply::Interrupted {
+                idle = self.arm();
+            }
+            let line = match reply {
+                Reply::Line(line) => line,
+                Reply::End => {
+                    if self.input.is_terminal() {
+                        eprintln!();
+                    }
+                    return Exit::Ok;
+                }
+                Reply::Interrupted => {
+                    if armed_exit.is_some_and(|at| at.elapsed() <= CTRL_C_WINDOW) {
+                        return Exit::Ok;
+                    }
+                    eprintln!("(press Ctrl-C again to exit)");
+                    armed_exit = Some(Instant::now());
+                    continue;
+                }
+            };
+            armed_exit = None;
+            let Some(line) = self.continued(line) else { continue };
+            if line.trim().is_empty() {
+                continue;
+            }
+            self.input.remember(&line);
+            if looks_like_command(&line) {
+                if self.command(line.trim()) == Flow::Exit {
+                    return Exit::Ok;
+                }
+                continue;
+            }
+            self.turn(&line);
+        }
+    }
+
+    /// Joins lines ending in `\` with the ones after them (`... ` prompt).
+    fn continued(&mut self, mut line: String) -> Option<String> {
+        while line.ends_with('\\') {
+            line.pop();
+            line.push('\n');
+            let idle = self.arm();
+            match self.input.prompt("... ", &idle) {
+                Reply::Line(next) => line.push_str(&next),
+                Reply::End | Reply::Interrupted => return None,
+            }
+        }
+        Some(line)
+    }
+
+    /// One turn of the agent for `line`, with the pending attachments before it.
+    fn turn(&mut self, line: &str) {
+        let mut prompt = String::new();
+        for attachment in self.attachments.drain(..) {
+            prompt.push_str(&attachment.text);
+            prompt.push_str("\n\n");
+        }
+        prompt.push_str(line);
+        let trigger = self.arm();
+        let mut surface = ShellSurface {
+            asking: Asking { input: &mut self.input, interrupt: trigger.clone() },
+            trigger: trigger.clone(),
+            redactor: self.ctx.redactor.clone(),
+            last: '\n',
+        };
+        let report = self.agent.turn(&prompt, &mut surface, &trigger);
+        if surface.last != '\n' {
+            surface.out("\n");
+        }
+        if let Some(usage) = report.usage {
+            self.tokens.0 += usage.input;
+            self.tokens.1 += usage.output;
+        }
+        match report.status {
+            Status::Completed => {}
+            Status::Interrupted => eprintln!("^C interrupted"),
+            Status::Failed => {
+                let error = report.error.as_deref().unwrap_or("failed");
+                eprintln!("✗ {}", terminal_safe(&self.ctx.redactor.redact(error)));
+            }
+            Status::InputRequired => eprintln!("✗ input required"),
+        }
+        println!();
+    }
+
+    /// A slash command; `Flow::Exit` ends the shell.
+    fn command(&mut self, line: &str) -> Flow {
+        let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        match word {
+            "/help" => print_help(),
+            "/exit" | "/quit" => return Flow::Exit,
+            "/new" | "/clear" => {
+                self.agent.reset();
+                self.attachments.clear();
+                println!("new conversation");
+            }
+            "/model" => self.model(rest),
+            "/permissions" => self.permissions(rest),
+            "/status" => self.status(),
+            "/mcp" => self.mcp(rest),
+            other => eprintln!("unknown command {} · type /help", terminal_safe(other)),
+        }
+        Flow::Continue
+    }
+
+    fn model(&mut self, id: &str) {
+        if id.is_empty() {
+            match self.agent.provider() {
+                Some(p) => println!("model: {}", terminal_safe(&p.config().model)),
+                None => println!("model: none ({})", self.no_model.as_deref().unwrap_or("not configured")),
+            }
+            return;
+        }
+        let env = |name: &str| std::env::var(name).ok();
+        match provider_config::resolve(Some(id), &self.settings.model, &env) {
+            Ok(config) => {
+                self.ctx.redactor.add(config.api_key.clone());
+                self.agent.set_provider(Provider::new(config));
+                self.no_model = None;
+                println!("model: {}", terminal_safe(id));
+            }
+            Err(err) => eprintln!("✗ {err}"),
+        }
+    }
+
+    fn permissions(&mut self, arg: &str) {
+        if arg.is_empty() {
+            print!("{}", self.agent.policy.describe());
+            return;
+        }
+        let arg = arg.to_ascii_lowercase();
+        let mode = match arg.as_str() {
+            "reset" => None,
+            "full access" | "yolo" => Some(Mode::FullAccess),
+            other => match Mode::parse(other) {
+                Some(mode) => Some(mode),
+                None => {
+                    eprintln!("usage: /permissions [ask|full-access|reset]");
+                    return;
+                }
+            },
+        };
+        self.agent.policy.set_mode(mode);
+        let shown = self.agent.policy.mode();
+        println!(
+            "permissions: mode={} ({})",
+            shown.as_str(),
+            if mode.is_some() { "this session" } else { "as configured" }
+        );
+    }
+
+    fn status(&self) {
+        let model = self.agent.model();
+        println!("model: {}", if model.is_empty() { "none" } else { model });
+        if let Some(provider) = self.agent.provider() {
+            let host = crate::net::url::host(&provider.config().base_url).unwrap_or_default();
+            println!("endpoint: {}", terminal_safe(&host));
+        }
+        let cwd = std::env::current_dir().unwrap_or_default();
+        println!("workspace: {}", terminal_safe(&config::project::locate(&cwd).0.display().to_string()));
+        println!("permissions: {}", self.agent.policy.mode().as_str());
+        let runtime = self.agent.runtime();
+        let names = runtime.names();
+        let states: Vec<State> = names.iter().filter_map(|n| runtime.state(n)).collect();
+        let ready = states.iter().filter(|s| **s == State::Ready).count();
+        let failed = states.iter().filter(|s| matches!(s, State::Failed(_) | State::MissingVariable(_))).count();
+        let mut summary = format!("mcp: {} ({ready} ready", count(names.len()));
+        if failed > 0 {
+            summary.push_str(&format!(", {failed} failed"));
+        }
+        let other = names.len() - ready - failed;
+        if other > 0 {
+            summary.push_str(&format!(", {other} other"));
+        }
+        println!("{summary})");
+        println!("tokens: {} in, {} out", self.tokens.0, self.tokens.1);
+        for attachment in &self.attachments {
+            println!("attached: {}", terminal_safe(&attachment.label));
+        }
+    }
+
+    /// `/mcp ...`: the browser, `reload`, or the `nod mcp` command of the same words with
+    /// the same output; `list` shows the live servers; changes to the configuration reload.
+    fn mcp(&mut self, rest: &str) {
+        if rest.is_empty() {
+            browser::open(self);
+            return;
+        }
+        if rest == "reload" {
+            self.reload();
+            return;
+        }
+        let words = match split_words(rest) {
+            Ok(words) => words,
+            Err(why) => {
+                eprintln!("nod: {why}");
+                return;
+            }
+        };
+        let args: Vec<std::ffi::OsString> =
+            std::iter::once("mcp".into()).chain(words.iter().map(std::ffi::OsString::from)).collect();
+        let (mcp, options) = match crate::cli::parse(args.clone()) {
+            Ok(Command::Mcp(mcp, options)) => (mcp, options),
+            Ok(Command::Help(page)) => {
+                print!("{}", crate::cli::man::render(page));
+                return;
+            }
+            Ok(_) => {
+                eprintln!("usage: /mcp [list|resource|prompt|tool|add|remove|path|reload|auth|logout|trust]");
+                return;
+            }
+            Err(err) => {
+                super::report_usage(&err, &args);
+                return;
+            }
+        };
+        let ctx = Context { options, interrupt: self.arm(), signals: None, ..self.ctx.clone() };
+        match mcp {
+            Mcp::List { .. } => {
+                let loaded = config::load_native().unwrap_or_default();
+                let healths = self.agent.runtime().health();
+                if let Err(err) = super::list::show_health(&healths, &loaded, false, &ctx) {
+                    eprintln!("nod: {err:#}");
+                }
+            }
+            Mcp::Auth { name, open } => self.authorize(&name, open, &ctx),
+            Mcp::Logout { .. } => {
+                let name = mcp.server().map(str::to_string);
+                if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) == Exit::Ok
+                    && let Some(name) = name
+                {
+                    self.restart(&name);
+                }
+            }
+            Mcp::Add(_) | Mcp::Remove { .. } | Mcp::Trust(_) => {
+                if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) == Exit::Ok {
+                    self.reload();
+                }
+            }
+            other => {
+                super::run(Command::Mcp(other, ctx.options.clone()), &ctx);
+            }
+        }
+    }
+
+    /// `/mcp auth NAME [--open]`: the OAuth flow without leaving the shell (a pasted
+    /// redirect URL is read without echo), then the server connects again.
+    fn authorize(&mut self, name: &str, open: bool, ctx: &Context) {
+        let browser = Arc::new(ShellBrowser::new(open, ctx.interrupt.clone()));
+        let result = super::auth::auth_with(name, browser.clone(), ctx);
+        browser.finish();
+        match result {
+            Ok(_) => self.restart(name),
+            Err(err) => {
+                let message = redact_urls(&ctx.redactor.redact(&super::failure::message(&err)));
+                eprintln!("nod: {}", terminal_safe(&message));
+            }
+        }
+    }
+
+    /// Connects one server again and says how it went.
+    fn restart(&mut self, name: &str) {
+        let runtime = self.agent.runtime().clone();
+        if let Some(state) = runtime.restart(name) {
+            eprintln!("{}", settle_line(&runtime, name, &state, self.ctx));
+        }
+        self.agent.index_tools();
+    }
+
+    /// `/mcp reload` (agent-reference 6.7).
+    fn reload(&mut self) {
+        match self.build_runtime() {
+            Ok((runtime, failed)) => {
+                let total = runtime.names().len();
+                let ready = runtime.ready().len();
+                self.swap(runtime);
+                let failures = total - ready;
+                let mut line = format!("MCP reloaded: {} ({ready} ready", count(total));
+                if failures > 0 {
+                    line.push_str(&format!(", {failures} failed"));
+                }
+                println!("{line})");
+                for (name, why) in failed {
+                    println!("  ✗ {name} {}", terminal_safe(&redact_urls(&self.ctx.redactor.redact(&why))));
+                }
+            }
+            Err(reasons) => {
+                println!("MCP reload kept the previous servers:");
+                for reason in reasons {
+                    println!("  {}", terminal_safe(&redact_urls(&self.ctx.redactor.redact(&reason))));
+                }
+            }
+        }
+    }
+
+    /// A reload at start-up (after the trust prompt), before anything else started.
+    fn reload_quietly(&mut self) {
+        match self.build_runtime() {
+            Ok((runtime, _)) => self.swap(runtime),
+            Err(reasons) => {
+                for reason in reasons {
+                    eprintln!("! {}", terminal_safe(&redact_urls(&self.ctx.redactor.redact(&reason))));
+                }
+            }
+        }
+    }
+
+    /// A new runtime from the configuration as it is now, every server started (each line
+    /// as it settles); or why the old one stays.
+    #[allow(clippy::type_complexity)]
+    fn build_runtime(&self) -> Result<(Arc<Runtime>, Vec<(String, String)>), Vec<String>> {
+        let loaded = config::load_native().map_err(|e| vec![format!("{e:#}")])?;
+        self.ctx.redactor.add(loaded.secrets());
+        let broken: Vec<String> = loaded
+            .issues
+            .iter()
+            .filter(|i| i.severity == Severity::Error && i.server.is_none())
+            .map(|i| i.to_string())
+            .collect();
+        if !broken.is_empty() {
+            return Err(broken);
+        }
+        let runtime = new_runtime(&loaded, &self.asked, self.ctx);
+        let ctx = self.ctx;
+        let failed =
+            runtime.start_each(|_| true, &|name, state| eprintln!("{}", settle_line(&runtime, name, state, ctx)));
+        let required: Vec<String> = failed
+            .iter()
+            .filter(|(name, _)| runtime.config(name).is_some_and(|c| c.required))
+            .map(|(name, why)| format!("required MCP server '{name}' failed: {why}"))
+            .collect();
+        if !required.is_empty() {
+            runtime.shutdown();
+            return Err(required);
+        }
+        Ok((runtime, failed))
+    }
+
+    /// Puts `runtime` in place; calls still running on the old one are cancelled.
+    fn swap(&mut self, runtime: Arc<Runtime>) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = runtime.clone();
+        }
+        let old = self.agent.set_runtime(runtime);
+        old.engine().cancel_all("MCP was reloaded");
+        old.shutdown();
+    }
+
+    /// The trust prompt for pending project servers (agent-reference 6.5). Whether
+    /// anything was approved.
+    fn trust_prompt(&mut self, loaded: &Loaded) -> bool {
+        let pending: Vec<&config::project::Entry> = loaded
+            .project
+            .entries
+            .iter()
+            .filter(|e| matches!(e.trust, Trust::Pending | Trust::Changed) && loaded.server(&e.name).is_none())
+            .collect();
+        if pending.is_empty() {
+            return false;
+        }
+        let workspace = &loaded.project.workspace;
+        let n = pending.len();
+        eprintln!(
+            "This workspace's .mcp.json defines {n} MCP server{} that {} not been approved:",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "has" } else { "have" }
+        );
+        for (i, entry) in pending.iter().enumerate() {
+            eprint!("{}. {}", i + 1, super::trust::describe(entry, workspace));
+        }
+        let range = if n == 1 { "[1] choose".to_string() } else { format!("[1-{n}] choose") };
+        let question = format!(
+            "Approving lets nod start these commands / contact these hosts. [a] approve all  {range}  [r] reject all  [enter] decide later > "
+        );
+        let interrupt = self.arm();
+        let mut asking = Asking { input: &mut self.input, interrupt };
+        let mut approve: Vec<&config::project::Entry> = Vec::new();
+        let mut reject: Vec<&config::project::Entry> = Vec::new();
+        loop {
+            let answer = match form::Prompter::line(&mut asking, &question) {
+                Reply::Line(answer) => answer.trim().to_ascii_lowercase(),
+                Reply::End | Reply::Interrupted => String::new(),
+            };
+            match answer.as_str() {
+                "" => return false,
+                "a" => approve.extend(pending.iter().copied()),
+                "r" => reject.extend(pending.iter().copied()),
+                number => match number.parse::<usize>().ok().filter(|i| (1..=n).contains(i)) {
+                    Some(i) => {
+                        let entry = pending[i - 1];
+                        let ask = format!("approve {}? [y/n] ", entry.name);
+                        match form::Prompter::line(&mut asking, &ask) {
+                            Reply::Line(yes) if matches!(yes.trim().to_ascii_lowercase().as_str(), "y" | "yes") => {
+                                approve.push(entry)
+                            }
+                            Reply::Line(no) if matches!(no.trim().to_ascii_lowercase().as_str(), "n" | "no") => {
+                                reject.push(entry)
+                            }
+                            _ => return false,
+                        }
+                    }
+                    None => {
+                        eprintln!("  a, r, a number from 1 to {n}, or Enter");
+                        continue;
+                    }
+                },
+            }
+            break;
+        }
+        self.record_trust(loaded, &approve, &reject)
+    }
+
+    fn record_trust(
+        &self,
+        loaded: &Loaded,
+        approve: &[&config::project::Entry],
+        reject: &[&config::project::Entry],
+    ) -> bool {
+        let recorded = (|| -> anyhow::Result<()> {
+            let settings_path = config::settings::path()?;
+            let cwd = std::env::current_dir()?;
+            if !approve.is_empty() {
+                super::trust::approve(&settings_path, &cwd, &loaded.project, approve)?;
+            }
+            let rejections: Vec<_> = reject
+                .iter()
+                .map(|e| {
+                    let choice = config::settings::Choice { approved: false, fingerprint: e.fingerprint.clone() };
+                    (e.name.clone(), Some(choice))
+                })
+                .collect();
+            if !rejections.is_empty() {
+                config::settings::record(&settings_path, &loaded.project.workspace, false, &rejections)?;
+            }
+            Ok(())
+        })();
+        match recorded {
+            Ok(()) => {
+                for entry in approve {
+                    eprintln!("approved project server {}", entry.name);
+                }
+                for entry in reject {
+                    eprintln!("rejected project server {}", entry.name);
+                }
+                !approve.is_empty()
+            }
+            Err(err) => {
+                eprintln!("nod: {}", super::failure::message(&err));
+                false
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Exit,
+}
+
+/// A runtime over `loaded`'s servers whose elicitations go to the agent.
+fn new_runtime(loaded: &Loaded, asked: &Sender<Asked>, ctx: &Context) -> Arc<Runtime> {
+    let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked.clone())));
+    let access = Access { browser: super::browser::from_environment(), fresh: false, redactor: ctx.redactor.clone() };
+    Arc::new(Runtime::new(crate::dispatch::Engine::start(), loaded.servers.clone(), handler, access))
+}
+
+/// One server's start-up line (agent-reference 6.1).
+fn settle_line(runtime: &Runtime, name: &str, state: &State, ctx: &Context) -> String {
+    let shown = |text: &str| terminal_safe(&redact_urls(&ctx.redactor.redact(&one_line(text)))).into_owned();
+    match state {
+        State::Ready => {
+            let tools = runtime
+                .session(name)
+                .ok()
+                .filter(|s| s.has("tools"))
+                .and_then(|s| crate::session::catalog::list(&s, crate::session::catalog::Kind::Tools).ok())
+                .map_or(0, |l| l.items.len());
+            format!("  ✓ {name} ready ({tools} tool{})", if tools == 1 { "" } else { "s" })
+        }
+        State::Unauthenticated => format!("  ✗ {name} needs authorization: /mcp auth {name} --open"),
+        State::MissingVariable(var) => {
+            format!("  ✗ {name} failed: the environment variable {var} (bearer_token_env) is not set")
+        }
+        State::Failed(why) => format!("  ✗ {name} failed: {}", shown(why)),
+        other => format!("  … {name} {}", other.label()),
+    }
+}
+
+fn count(n: usize) -> String {
+    if n == 1 { "1 server".into() } else { format!("{n} servers") }
+}
+
+/// `^/[\w-]+(\s|$)`: `/help` is a command, `/src/app.rs explain` a prompt.
+fn looks_like_command(line: &str) -> bool {
+    let line = line.trim_start();
+    let Some(rest) = line.strip_prefix('/') else { return false };
+    let word: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+    !word.is_empty() && word.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Splits a command line into words: whitespace separates, '...' and "..." quote, a
+/// backslash escapes the next character (outside single quotes).
+fn split_words(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                        None => return Err("a quote is not closed".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\')) => word.push(c),
+                            Some(c) => {
+                                word.push('\\');
+                                word.push(c);
+                            }
+                            None => return Err("a quote is not closed".into()),
+                        },
+                        Some(c) => word.push(c),
+                        None => return Err("a quote is not closed".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(c) = chars.next() {
+                    word.push(c);
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "this list"),
+    ("/mcp", "browse MCP servers: health, tools, resources, templates, prompts; Insert content into the next message"),
+    (
+        "/mcp <command>",
+        "list, resource, prompt, tool, add, remove, path, reload, auth, logout, trust: as nod mcp <command>",
+    ),
+    ("/permissions [mode]", "the permission mode and rules; ask, full-access or reset for this session"),
+    ("/status", "model, endpoint, workspace, permissions, MCP servers, tokens"),
+    ("/model [id]", "the model, or use another for this session"),
+    ("/new", "a fresh conversation (also /clear); MCP servers stay"),
+    ("/exit", "leave (also /quit, Ctrl-D)"),
+];
+
+fn print_help() {
+    for (command, about) in COMMANDS {
+        println!("  {command:<20} {about}");
+    }
+    println!(
+        "A line ending in \\ continues on the next. Ctrl-C cancels a running turn; twice at the prompt, it exits."
+    );
+}
+
+/// What the agent shows and asks in the shell.
+struct ShellSurface<'i> {
+    asking: Asking<'i>,
+    trigger: Trigger,
+    redactor: crate::util::Redactor,
+    /// The last character written to stdout.
+    last: char,
+}
+
+impl ShellSurface<'_> {
+    fn out(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(terminal_safe(text).as_bytes());
+        let _ = stdout.flush();
+        self.last = text.chars().last().unwrap_or(self.last);
+    }
+}
+
+impl Surface for ShellSurface<'_> {
+    fn text(&mut self, delta: &str) {
+        self.out(delta);
+    }
+
+    fn step(&mut self, step: usize) {
+        if step > 1 && self.last != '\n' {
+            self.out("\n");
+        }
+    }
+
+    fn tool_started(&mut self, name: &str, arguments: &str) {
+        if self.last != '\n' {
+            self.out("\n");
+        }
+        eprintln!("● {name} {}", terminal_safe(arguments));
+    }
+
+    fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str) {
+        if !ok {
+            let first = detail.lines().next().unwrap_or("");
+            let first: String = first.chars().take(120).collect();
+            eprintln!("  ✗ {}", terminal_safe(&self.redactor.redact(&first)));
+        }
+    }
+
+    fn notice(&mut self, level: Level, text: &str) {
+        let mark = if level == Level::Error { "✗" } else { "!" };
+        eprintln!("{mark} {}", terminal_safe(&self.redactor.redact(text)));
+    }
+
+    fn approve(&mut self, request: &Approval) -> Option<Answer> {
+        if self.last != '\n' {
+            self.out("\n");
+        }
+        let answer = form::approve(&mut self.asking, request);
+        if answer == Answer::Cancel {
+            self.trigger.fire();
+        }
+        Some(answer)
+    }
+
+    fn elicit(&mut self, request: &InputRequired) -> Elicited {
+        if self.last != '\n' {
+            self.out("\n");
+        }
+        match form::elicit(&mut self.asking, request) {
+            Ok(answer) => Elicited::Answer(answer),
+            Err(form::Interrupted) => {
+                self.trigger.fire();
+                Elicited::Answer(json!({ "action": "cancel" }))
+            }
+        }
+    }
+}
+
+/// The browser side of `/mcp auth`: the URL is shown (and opened with `--open` or when
+/// BROWSER is set), and a redirect URL may be pasted on the terminal without echo; the
+/// reading stops as soon as the flow ends, so nothing typed afterwards is taken.
+struct ShellBrowser {
+    open: bool,
+    stop: Trigger,
+    reader: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl ShellBrowser {
+    fn new(open: bool, interrupt: Trigger) -> ShellBrowser {
+        // Ctrl-C during the flow also stops the reading.
+        let stop = Trigger::default();
+        let also = stop.clone();
+        interrupt.on_fire(move || also.fire());
+        ShellBrowser { open, stop, reader: Mutex::new(None) }
+    }
+
+    fn finish(&self) {
+        self.stop.fire();
+        if let Ok(mut reader) = self.reader.lock()
+            && let Some(handle) = reader.take()
+        {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl crate::oauth::Browser for ShellBrowser {
+    fn show(&self, server: &str, url: &str) -> Result<(), crate::oauth::AuthError> {
+        super::browser::Interactive { open: self.open }.show(server, url)
+    }
+
+    fn pasted(&self) -> Option<crossbeam_channel::Receiver<String>> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stop = self.stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("nod-oauth-paste".into())
+            .spawn(move || {
+                let mut lines = form::FdLines::new(libc::STDIN_FILENO);
+                let _echo = form::NoEcho::start(libc::STDIN_FILENO);
+                while let Reply::Line(line) = lines.next(&stop) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        if let Ok(mut reader) = self.reader.lock() {
+            *reader = Some(handle);
+        }
+        Some(rx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_slash_words_and_paths_are_prompts() {
+        assert!(looks_like_command("/help"));
+        assert!(looks_like_command("/mcp resource list fx"));
+        assert!(looks_like_command("  /exit  "));
+        assert!(!looks_like_command("/src/file.rs explain"));
+        assert!(!looks_like_command("/"));
+        assert!(!looks_like_command("explain /help"));
+    }
+
+    #[test]
+    fn words_split_like_a_shell() {
+        assert_eq!(
+            split_words(r#"prompt get s p '{"a": "b c"}'"#).unwrap(),
+            ["prompt", "get", "s", "p", r#"{"a": "b c"}"#]
+        );
+        assert_eq!(split_words(r#"a "b \" c" d\ e"#).unwrap(), ["a", "b \" c", "d e"]);
+        assert_eq!(split_words("  ").unwrap(), Vec::<String>::new());
+        assert_eq!(split_words("''").unwrap(), [""]);
+        assert!(split_words("'open").is_err());
+    }
+}
