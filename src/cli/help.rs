@@ -489,6 +489,7 @@ pub const COMMANDS: &[Command] = &[
 
 /// The commands `nod --help` lists; `mcp` stands for the whole group.
 pub const NOD_OVERVIEW: &[(&str, &str)] = &[
+    ("nod [FLAGS]", "The interactive shell: talk to the model, browse and use MCP servers (/help inside)."),
     ("nod mcp <command>", "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1)."),
     ("nod ask [FLAGS] <prompt>", "Ask the model; it finds and calls MCP tools. For scripts and pipelines."),
     ("nod permissions [--json]", "Show the permission mode and rules, with their sources."),

@@ -163,7 +163,10 @@ pub fn man(page: Page) -> String {
         if mcp { mcp_commands().collect() } else { COMMANDS.iter().filter(|c| !c.path.starts_with("mcp ")).collect() };
     out.push_str(".SH COMMANDS\n");
     if !mcp {
-        out.push_str(&format!(".TP\n.B {}\n{}\n", roff(NOD_OVERVIEW[0].0), roff(NOD_OVERVIEW[0].1)));
+        // The shell and the nod mcp group, which have no entry of their own in the table.
+        for (usage, about) in &NOD_OVERVIEW[..2] {
+            out.push_str(&format!(".TP\n.B {}\n{}\n", roff(usage), roff(about)));
+        }
     }
     for command in &commands {
         // The first usage is the tag; another one opens the body, in bold on its own line.
@@ -185,6 +188,7 @@ pub fn man(page: Page) -> String {
     if mcp {
         paragraphs(&mut out, "JSON OUTPUT", prose::JSON_OUTPUT);
     } else {
+        paragraphs(&mut out, "THE INTERACTIVE SHELL", prose::SHELL);
         paragraphs(&mut out, "NOD ASK", prose::ASK);
         paragraphs(&mut out, "THE MODEL", prose::MODEL);
         paragraphs(&mut out, "MCP TOOLS FOR THE MODEL", prose::TOOLS);

@@ -963,3 +963,34 @@ fn oauth_401_to_configured_header_credentials_names_the_field_and_starts_no_oaut
     assert!(calls.iter().all(|r| r.header("x-workspace") == Some("w1")), "{}", w.wire());
     assert!(w.bearers(mark).iter().all(|b| b.is_some()), "{}", w.wire());
 }
+
+#[test]
+fn oauth_from_the_shell_runs_in_place_with_a_hidden_paste_and_the_server_connects() {
+    let w = World::new(|_| {});
+    let mut term = w.env.nod(Vec::<String>::new()).timeout(40).spawn_on_terminal();
+    term.next("✗ srv needs authorization: /mcp auth srv --open").next("nod> ").type_line("/mcp auth srv");
+    term.next("open this URL in a browser:\n");
+    term.next("\nnod: waiting for the browser");
+    let shown = term.shown();
+    let start = shown.find("open this URL in a browser:\n").unwrap() + "open this URL in a browser:\n".len();
+    let url = shown[start..].lines().next().unwrap().trim().to_string();
+    assert!(url.starts_with(&format!("{}/authorize?", w.issuer())), "{url}");
+    // A browser elsewhere: the authorization server's redirect, pasted on the terminal.
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{redirect_url}", &url])
+        .output()
+        .expect("curl");
+    let redirect = String::from_utf8(out.stdout).unwrap();
+    assert!(redirect.contains("/callback?") && redirect.contains("code="), "{redirect}");
+    term.next("paste the final redirect URL here").type_line(&redirect);
+    term.next("authorized server srv").next("✓ srv ready").next("nod> ");
+    term.type_line("/mcp list").next("srv  transport=http state=ready").next("nod> ");
+    term.keys(&[4]);
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(!shown.contains("code="), "the pasted redirect is not echoed: {shown}");
+    for canary in CANARIES {
+        assert!(!shown.contains(canary), "{canary} shown: {shown}");
+    }
+    assert_eq!(w.creds()["servers"][NAME]["access_token"], "tok-canary-1", "{}", w.wire());
+}
