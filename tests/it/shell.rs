@@ -378,3 +378,66 @@ fn piped_lines_run_the_same_repl_without_a_terminal() {
     assert_eq!(user_messages(&model.requests()[0]), ["hello there"]);
     env.assert_no_leftovers();
 }
+
+#[test]
+fn configuration_commands_change_the_profile_and_reload() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![]);
+    let mut term = shell(&env, &model);
+    ready(&mut term).type_line(&format!("/mcp add gx {FIXTURE} --record {}", env.record_path().display()));
+    term.next("added server gx").next("MCP reloaded: 2 servers (2 ready)").next("nod> ");
+    term.type_line("/mcp remove gx").next("MCP reloaded: 1 server (1 ready)").next("nod> ");
+    term.type_line("/mcp logout fx").next("nod: no stored credentials for server fx").next("nod> ");
+    term.type_line("/mcp trust reset").next("cleared project trust").next("MCP reloaded").next("nod> ");
+    term.type_line("/mcp frobnicate").next("nod: ").next("nod> ");
+    exit(term);
+    let profile = std::fs::read_to_string(env.path("mcp.json")).unwrap();
+    assert!(!profile.contains("\"gx\""), "{profile}");
+    env.assert_no_leftovers();
+}
+
+/// The whole of issue 13 in one session: approve a project server, browse a resource and
+/// insert it, ask a question that needs a tool, answer a permission prompt and a form,
+/// reload, exit. `NOD_IT_TRANSCRIPT=1` prints what the terminal showed.
+#[test]
+fn a_whole_session_from_trust_to_exit() {
+    let env = Env::new();
+    env.profile(json!({ "mcp": {} }));
+    let repo = env.path("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let entry = json!({ "command": FIXTURE, "args": ["--record", env.record_path()], "env": env.marker_env() });
+    std::fs::write(repo.join(".mcp.json"), json!({ "mcpServers": { "docs": entry } }).to_string()).unwrap();
+    let model = Model::start(vec![
+        Step::Calls("Let me ask you.".into(), vec![call("capability_search", json!({ "query": "elicit a name" }))]),
+        Step::Calls(String::new(), vec![call("mcp_docs_elicit", json!({}))]),
+        Step::Text("The resource says 'text resource 1', and your name is Grace.".into()),
+    ]);
+    let mut term = shell_in(&env, &model, Some(&repo));
+    term.next("[enter] decide later > ").type_line("a");
+    term.next("approved project server docs").next("✓ docs ready (15 tools)").next("nod> ");
+    term.type_line("/mcp").next("1. docs  ready  project").next("number: open").type_line("1");
+    term.next("2. Resources").next("number · b back").type_line("2");
+    term.next("1. text-1").next("number · b back").type_line("1");
+    term.next("[i] Insert").type_line("i").next("[attached: docs resource fixture://text/1").next("nod> ");
+    term.type_line("what does it say, and what is my name?");
+    term.next("Allow this MCP tool call?").next("choose 1-3").type_line("1");
+    term.next("MCP server 'docs' asks: Please tell me your name");
+    term.next("name (required) [Ada]: ").type_line("Grace");
+    term.next("age (integer) [36]: ").type_line("");
+    term.next("ok (y/n) [y]: ").type_line("");
+    term.next("[green]: ").type_line("");
+    term.next("[a] accept").type_line("a");
+    term.next("your name is Grace.").next("nod> ");
+    term.type_line("/mcp reload").next("MCP reloaded: 1 server (1 ready)").next("nod> ");
+    let shown = exit(term);
+    if std::env::var_os("NOD_IT_TRANSCRIPT").is_some() {
+        eprintln!("{shown}");
+    }
+    let requests = model.requests();
+    let first = user_messages(&requests[0]).join("\n");
+    assert!(first.contains("text resource 1") && first.ends_with("what is my name?"), "{first}");
+    let answer = &tool_messages(&requests[2])[1].1;
+    assert!(answer.contains(r#""name":"Grace""#), "{answer}");
+    env.assert_no_leftovers();
+}
