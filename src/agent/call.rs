@@ -52,7 +52,7 @@ impl Agent {
                 step.end = Some(CallEnd::Interrupted);
                 break;
             }
-            surface.tool_started(&call.name, &preview(&call.arguments));
+            surface.tool_started(&call.name, &call.arguments);
             let ran = self.run_one(&call.name, &call.arguments, group, surface, cancel, &mut step.notes);
             let (outcome, end) = match ran {
                 Ran::Done(outcome) => {
@@ -66,7 +66,7 @@ impl Agent {
                 }
             };
             if let Some(outcome) = outcome {
-                surface.tool_finished(&call.name, outcome.ok, &detail(&outcome));
+                surface.tool_finished(&call.name, outcome.ok, &detail(&outcome), &outcome.content);
                 turn.tool_calls.push((call.name.clone(), outcome.ok));
                 step.results.push(Message::Tool { call_id: call.id.clone(), content: outcome.content });
             }
@@ -99,6 +99,9 @@ impl Agent {
             Err(why) => return Ran::Malformed(Outcome::failed(name, why)),
         };
         self.start_servers(surface);
+        if name != "mcp_read_resource" && tools::specs().iter().any(|s| s.name == name) {
+            surface.tool_running();
+        }
         let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("").to_string();
         match name {
             "capability_search" => {
@@ -148,24 +151,34 @@ impl Agent {
                         .recheck("mcp_read_resource", &target, Sensitivity::ReadOnly, approved)
                         .map_err(|d| d.to_json("mcp_read_resource").to_string())
                 };
+                surface.tool_running();
                 Ran::Done(tools::read_resource(&self.runtime, &self.limits, &server, &uri, &admit))
             }
             alias => self.call_mcp(alias, args, group, surface, cancel, notes),
         }
     }
 
-    /// Optional servers start on the first use of MCP; their failures become notices. Their
-    /// tools are indexed as they come up.
+    /// Optional servers start on the first use of MCP; those that cannot be used are named
+    /// once, as notices. Their tools are indexed as they come up.
     fn start_servers(&mut self, surface: &mut dyn Surface) {
-        if !self.runtime.has_idle() {
+        if self.runtime.has_idle() {
+            self.runtime.start_all();
+            // Servers another thread is starting (a background start) are awaited.
+            self.runtime.wait_started(std::time::Duration::from_secs(120));
+            self.index_tools();
+        }
+        if !self.options.report_servers {
             return;
         }
-        for (server, why) in self.runtime.start_all() {
-            surface.notice(Level::Warning, &format!("MCP server {server} is not available: {why}"));
+        for name in self.runtime.names() {
+            if self.reported.contains(&name) {
+                continue;
+            }
+            if let Some(problem) = self.runtime.problem(&name) {
+                surface.notice(Level::Warning, &format!("MCP server {name} is not available: {problem}"));
+                self.reported.push(name);
+            }
         }
-        // Servers another thread is starting (the shell's background start) are awaited.
-        self.runtime.wait_started(std::time::Duration::from_secs(120));
-        self.index_tools();
     }
 
     /// The permission decision, asking when needed. `Ok(approved)`: go on (`approved` says a
@@ -234,6 +247,7 @@ impl Agent {
         let permission = alias.to_string();
         let admit =
             move || policy.recheck(&permission, "*", Sensitivity::Sensitive, approved).map_err(|d| format!("{d:?}"));
+        surface.tool_running();
         let mut call = session.call_tool_admitted(entry.name(), &args, Some(group), &admit);
         loop {
             select! {
@@ -257,6 +271,11 @@ impl Agent {
                             session.cancel(&call, "the server asked for input that nod could not collect");
                             responder.respond(Ok(json!({ "action": "cancel" })));
                             return Ran::End(CallEnd::InputRequired(Box::new(input)), None);
+                        }
+                        Elicited::Refused(why) => {
+                            session.cancel(&call, "the server asked for input that nod could not collect");
+                            responder.respond(Ok(json!({ "action": "cancel" })));
+                            return Ran::Done(Outcome::failed(alias, &why));
                         }
                     }
                 },
@@ -297,8 +316,8 @@ impl Agent {
     }
 }
 
-/// A one-line preview of a call's arguments (80 characters).
-fn preview(raw: &str) -> String {
+/// A one-line preview of a call's arguments (80 characters), for tool lines.
+pub fn preview(raw: &str) -> String {
     let line = crate::util::one_line(raw);
     match line.char_indices().nth(80) {
         Some((cut, _)) => format!("{}…", &line[..cut]),

@@ -8,6 +8,7 @@
 //! turn's MCP calls (one call group) are cancelled at once, on the wire.
 
 mod call;
+pub use call::preview;
 pub mod catalog;
 pub mod limits;
 pub mod names;
@@ -68,6 +69,9 @@ pub enum Elicited {
     Answer(Value),
     /// Nobody can answer here: the turn ends with an input-required result.
     Unanswerable,
+    /// This surface cannot show it (an ACP client without that mode): the server gets
+    /// `cancel`, and the tool call fails with this message.
+    Refused(String),
 }
 
 /// What a front end shows and asks. Every method is called on the turn's thread.
@@ -76,8 +80,12 @@ pub trait Surface {
     fn text(&mut self, delta: &str);
     /// A new model request begins (1-based).
     fn step(&mut self, _step: usize) {}
+    /// A tool call begins; `arguments` is the JSON text the model wrote.
     fn tool_started(&mut self, name: &str, arguments: &str);
-    fn tool_finished(&mut self, name: &str, ok: bool, detail: &str);
+    /// The call was admitted and is being sent (after any approval).
+    fn tool_running(&mut self) {}
+    /// `detail`: the first line of a failure; `result`: what the model receives (bounded).
+    fn tool_finished(&mut self, name: &str, ok: bool, detail: &str, result: &str);
     fn notice(&mut self, level: Level, text: &str);
     /// Asks for approval; `None` when nobody can be asked.
     fn approve(&mut self, request: &Approval) -> Option<Answer>;
@@ -118,6 +126,8 @@ pub struct Report {
     pub usage: Option<Usage>,
     pub error: Option<String>,
     pub input_required: Option<InputRequired>,
+    /// The turn ended at the step limit (it still counts as completed).
+    pub step_limit: bool,
 }
 
 /// How the agent is set up.
@@ -129,11 +139,14 @@ pub struct Options {
     pub system: Option<String>,
     /// `first_call_tool_choice: "none"`.
     pub first_call_tool_choice_none: bool,
+    /// Say once, as a notice, which servers cannot be used when MCP is first needed (the
+    /// shell shows its own start-up lines instead).
+    pub report_servers: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { max_steps: 50, system: None, first_call_tool_choice_none: false }
+        Options { max_steps: 50, system: None, first_call_tool_choice_none: false, report_servers: true }
     }
 }
 
@@ -148,6 +161,8 @@ pub struct Agent {
     system: String,
     history: Vec<Message>,
     catalog: Catalog,
+    /// Servers whose problem was reported already.
+    reported: Vec<String>,
 }
 
 impl Agent {
@@ -172,6 +187,7 @@ impl Agent {
             system,
             history: Vec::new(),
             catalog: Catalog::default(),
+            reported: Vec::new(),
         }
     }
 

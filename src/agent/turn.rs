@@ -38,6 +38,7 @@ impl Agent {
                 break End::Interrupted;
             }
             if turn.steps >= self.options.max_steps {
+                turn.step_limit = true;
                 surface.notice(Level::Warning, STEP_LIMIT);
                 turn.add_text(&format!("\n\n{STEP_LIMIT}"));
                 break End::Completed(turn.output.clone());
@@ -183,6 +184,7 @@ impl Agent {
             usage: turn.usage,
             error,
             input_required: input,
+            step_limit: turn.step_limit,
         }
     }
 }
@@ -218,6 +220,8 @@ pub(super) enum End {
 #[derive(Default)]
 pub(super) struct Turn {
     pub steps: usize,
+    /// The step limit ended the turn.
+    pub step_limit: bool,
     pub output: String,
     pub tool_calls: Vec<(String, bool)>,
     pub usage: Option<Usage>,

@@ -29,6 +29,15 @@ pub struct Ask {
     pub max_steps: Option<usize>,
 }
 
+/// `nod acp`: an ACP agent on stdin and stdout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acp {
+    pub globals: Globals,
+    pub model: Option<String>,
+    /// Logs go here instead of stderr.
+    pub log_file: Option<std::path::PathBuf>,
+}
+
 /// A global flag.
 pub(super) enum Global {
     FullAccess,
@@ -125,4 +134,23 @@ pub(super) fn parse_permissions(parser: &mut lexopt::Parser, mut globals: Global
         }
     }
     Ok(Command::Permissions { globals, json })
+}
+
+pub(super) fn parse_acp(parser: &mut lexopt::Parser, globals: Globals) -> Parsed<Command> {
+    let page = Page::Command("acp");
+    let mut acp = Acp { globals, model: None, log_file: None };
+    while let Some(arg) = parser.next().map_err(lex(page))? {
+        if let Some(flag) = global(&arg) {
+            apply(flag, parser, &mut acp.globals, page)?;
+            continue;
+        }
+        match arg {
+            Long("model") => acp.model = Some(string(parser, page)?),
+            Long("log-file") => acp.log_file = Some(string(parser, page)?.into()),
+            Short('h') | Long("help") => return Ok(Command::Help(page)),
+            Value(word) => return Err(no_argument("acp", &word)),
+            other => return Err(unknown_option(page, other, &known_flags("acp"), "nod acp")),
+        }
+    }
+    Ok(Command::Acp(acp))
 }

@@ -168,7 +168,7 @@ pub const FLAGS: &[Flag] = &[
         long: "model",
         short: None,
         value: Some("ID"),
-        about: "With ask: the model for this run, over NOD_MODEL and the model of settings.json.",
+        about: "With ask and acp: the model for this run, over NOD_MODEL and the model of settings.json.",
     },
     Flag {
         long: "max-steps",
@@ -188,6 +188,12 @@ pub const FLAGS: &[Flag] = &[
         short: None,
         value: Some("NAME=BYTES|off"),
         about: "Override one context limit for this run (repeatable; also before the command): mcp_description_bytes, mcp_search_result_bytes, mcp_server_instructions_bytes, mcp_selected_schema_bytes or max_tool_result_bytes. off means the 64 MiB ceiling.",
+    },
+    Flag {
+        long: "log-file",
+        short: None,
+        value: Some("FILE"),
+        about: "With acp: write logs to FILE (appended) instead of stderr.",
     },
     Flag { long: "help", short: Some('h'), value: None, about: "Show help and exit." },
 ];
@@ -436,6 +442,17 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        path: "acp",
+        usage: &["nod acp [FLAGS]"],
+        about: "Run as an Agent Client Protocol (ACP v1) agent for an editor: newline-delimited JSON-RPC on stdin and stdout (stdout carries the protocol only; logs go to stderr or --log-file). Each session gets the MCP servers the client sends (stdio, http, sse) plus the approved project servers of its cwd, never the profile's; permissions become session/request_permission; a server's elicitation is relayed as ACP elicitation/create in the modes the client advertised, and refused otherwise. nod acp never starts an OAuth flow: authorize servers beforehand with nod mcp auth.",
+        flags: &["model", "log-file", "full-access", "yolo", "context-limit"],
+        args: &[],
+        examples: &[
+            ("nod acp", "What an editor runs (see the Zed snippet in the README)."),
+            ("nod acp --model qwen3 --log-file /tmp/nod-acp.log", "A model of its own, logs in a file."),
+        ],
+    },
+    Command {
         path: "permissions",
         usage: &["nod permissions [--json]"],
         about: "Show the effective permission mode and rules, each with where it comes from (default, settings.json, its workspaces entry, NOD_PERMISSION_MODE, --full-access), in the order they apply: the last matching rule wins.",
@@ -492,6 +509,7 @@ pub const NOD_OVERVIEW: &[(&str, &str)] = &[
     ("nod [FLAGS]", "The interactive shell: talk to the model, browse and use MCP servers (/help inside)."),
     ("nod mcp <command>", "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1)."),
     ("nod ask [FLAGS] <prompt>", "Ask the model; it finds and calls MCP tools. For scripts and pipelines."),
+    ("nod acp [FLAGS]", "Serve editors as an Agent Client Protocol agent on stdin and stdout."),
     ("nod permissions [--json]", "Show the permission mode and rules, with their sources."),
     ("nod status [--json]", "Show configuration, without connecting."),
     ("nod doctor [--json]", "Check the configuration and print the fix for each finding."),
@@ -613,7 +631,7 @@ mod tests {
 
     #[test]
     fn paths_and_groups() {
-        assert_eq!(next_words(""), ["mcp", "ask", "permissions", "status", "doctor", "completions", "help"]);
+        assert_eq!(next_words(""), ["mcp", "ask", "acp", "permissions", "status", "doctor", "completions", "help"]);
         assert_eq!(next_words("mcp tool"), ["list", "show", "call"]);
         assert_eq!(page(&["mcp", "tool"]), Some(Page::Command("mcp tool")));
         assert_eq!(page(&["mcp", "tool", "call"]), Some(Page::Command("mcp tool call")));

@@ -190,6 +190,7 @@ pub fn man(page: Page) -> String {
     } else {
         paragraphs(&mut out, "THE INTERACTIVE SHELL", prose::SHELL);
         paragraphs(&mut out, "NOD ASK", prose::ASK);
+        paragraphs(&mut out, "NOD ACP", prose::ACP);
         paragraphs(&mut out, "THE MODEL", prose::MODEL);
         paragraphs(&mut out, "MCP TOOLS FOR THE MODEL", prose::TOOLS);
         paragraphs(&mut out, "PERMISSIONS", prose::PERMISSIONS);

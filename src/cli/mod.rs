@@ -15,7 +15,7 @@ pub mod suggest;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use ask::{Ask, Globals};
+pub use ask::{Acp, Ask, Globals};
 pub use parse::parse;
 
 use crate::session::elicit::Policy;
@@ -28,6 +28,8 @@ pub enum Command {
     Shell(Globals),
     /// `nod ask [flags] <prompt>`.
     Ask(Ask),
+    /// `nod acp`: an Agent Client Protocol agent on stdin and stdout.
+    Acp(Acp),
     /// `nod permissions [--json]`: the effective mode and rules.
     Permissions {
         globals: Globals,

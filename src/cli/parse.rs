@@ -54,11 +54,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
             None => break arg,
         }
     };
-    let agent_command = |arg: &lexopt::Arg<'_>| matches!(arg, Value(cmd) if cmd == "ask" || cmd == "permissions");
+    let agent_command =
+        |arg: &lexopt::Arg<'_>| matches!(arg, Value(cmd) if cmd == "ask" || cmd == "permissions" || cmd == "acp");
     if globals != Globals::default() && !agent_command(&arg) {
         return Err(usage(
             top,
-            "--full-access, --yolo and --context-limit apply to nod ask, nod permissions and the shell",
+            "--full-access, --yolo and --context-limit apply to nod ask, nod acp, nod permissions and the shell",
         ));
     }
     // The first word decides; every branch returns.
@@ -81,6 +82,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
             match cmd.as_str() {
                 "mcp" => parse_mcp(&mut parser),
                 "ask" => ask::parse_ask(&mut parser, globals),
+                "acp" => ask::parse_acp(&mut parser, globals),
                 "permissions" => ask::parse_permissions(&mut parser, globals),
                 "status" | "doctor" => {
                     let path = if cmd == "status" { "status" } else { "doctor" };

@@ -77,6 +77,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         max_steps: max_steps(ask, &settings)?,
         system: ask.system.clone(),
         first_call_tool_choice_none: settings.first_call_tool_choice_none,
+        report_servers: true,
     };
     let mut agent = Agent::new(Some(Provider::new(provider)), runtime.clone(), asked, policy, limits, options);
     let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
@@ -284,12 +285,12 @@ impl Surface for AskSurface {
 
     fn tool_started(&mut self, name: &str, arguments: &str) {
         if !self.quiet && !self.json {
-            let preview = crate::util::terminal_safe(arguments);
+            let preview = crate::util::terminal_safe(&crate::agent::preview(arguments)).into_owned();
             eprintln!("● {name} {preview}");
         }
     }
 
-    fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str) {
+    fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str, _result: &str) {
         if !ok && !self.quiet && !self.json {
             eprintln!("  ✗ {}", crate::util::terminal_safe(&self.redactor.redact(detail)));
         }

@@ -3,6 +3,7 @@
 //! module that prints. A failure is printed once, redacted, as `nod: ...` on stderr and,
 //! under `--json`, as `{"error": {...}}` on stdout (`failure`).
 
+mod acp;
 mod ask;
 mod auth;
 mod browser;
@@ -76,6 +77,7 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
             run_mcp(mcp, &ctx)
         }
         Command::Ask(ask) => return ask::ask(ask, ctx),
+        Command::Acp(acp) => return acp::run(acp, ctx),
         Command::Permissions { globals, json } => permissions(&globals, json),
         Command::Status { json } => status::status(json),
         Command::Doctor { json } => status::doctor(json),

@@ -1,6 +1,7 @@
 //! Server configuration. Problems are data (`ConfigIssue`), never a failure of the whole
 //! load: a bad entry is reported with its name and the fix, and the good entries still load.
 
+pub mod acp;
 pub mod agent;
 pub mod merge;
 pub mod profile;

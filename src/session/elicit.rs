@@ -86,21 +86,35 @@ pub struct PolicyHandler {
     answering: Answering,
     /// Where requests for the front end go; without it they are cancelled.
     asks: Option<Sender<Asked>>,
+    /// The elicitation modes declared to servers (form, url): both, unless a client that
+    /// supports fewer says which (ACP). Then every request goes to the front end, which
+    /// refuses the modes it cannot show.
+    declared: Option<(bool, bool)>,
 }
 
 impl PolicyHandler {
     pub fn new(policy: Policy, asks: Option<Sender<Asked>>) -> PolicyHandler {
-        PolicyHandler { answering: Answering::Policy(policy), asks }
+        PolicyHandler { answering: Answering::Policy(policy), asks, declared: None }
     }
 
     pub fn answering(answering: Answering, asks: Option<Sender<Asked>>) -> PolicyHandler {
-        PolicyHandler { answering, asks }
+        PolicyHandler { answering, asks, declared: None }
+    }
+
+    /// For a front end that relays elicitations to a client supporting these modes.
+    pub fn relaying(form: bool, url: bool, asks: Sender<Asked>) -> PolicyHandler {
+        PolicyHandler { answering: Answering::Ask, asks: Some(asks), declared: Some((form, url)) }
     }
 }
 
 impl InboundHandler for PolicyHandler {
     fn capabilities(&self) -> Value {
-        json!({ "elicitation": { "form": {}, "url": {} } })
+        match self.declared {
+            None | Some((true, true)) => json!({ "elicitation": { "form": {}, "url": {} } }),
+            Some((true, false)) => json!({ "elicitation": { "form": {} } }),
+            Some((false, true)) => json!({ "elicitation": { "url": {} } }),
+            Some((false, false)) => json!({}),
+        }
     }
 
     fn request(&self, req: ServerRequest, responder: Responder) {
@@ -112,7 +126,7 @@ impl InboundHandler for PolicyHandler {
         // A request without a mode is a form (ELI-3).
         let mode = req.params.get("mode").and_then(Value::as_str).unwrap_or("form").to_string();
         let url_allowed = req.version.is_some_and(|v| v.has_url_elicitation());
-        if mode != "form" && !(mode == "url" && url_allowed) {
+        if self.declared.is_none() && mode != "form" && !(mode == "url" && url_allowed) {
             responder.respond(Err(ResponseError::new(
                 INVALID_PARAMS,
                 format!("nod did not declare elicitation mode {mode:?}"),

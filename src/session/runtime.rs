@@ -93,7 +93,7 @@ impl Runtime {
             .filter(|s| s.config.required)
             .filter_map(|s| match &lock(&s.state).0 {
                 State::Ready | State::Disabled => None,
-                other => Some((s.config.name.clone(), describe(other))),
+                other => Some((s.config.name.clone(), describe(&s.config.name, other))),
             })
             .collect()
     }
@@ -160,7 +160,7 @@ impl Runtime {
             .iter()
             .filter_map(|s| match &lock(&s.state).0 {
                 State::Ready => None,
-                other => Some((s.config.name.clone(), describe(other))),
+                other => Some((s.config.name.clone(), describe(&s.config.name, other))),
             })
             .collect()
     }
@@ -216,7 +216,7 @@ impl Runtime {
             }
             (State::Idle | State::Starting, _) => health.state = HealthState::Starting,
             (State::Disabled, _) => {}
-            (other, _) => health.fail(describe(&other)),
+            (other, _) => health.fail(describe(&server.config.name, &other)),
         }
         health
     }
@@ -224,6 +224,15 @@ impl Runtime {
     /// Whether any server is still to be started, or starting.
     pub fn has_idle(&self) -> bool {
         self.servers.iter().any(|s| matches!(lock(&s.state).0, State::Idle | State::Starting))
+    }
+
+    /// Why `name` cannot be used, when it has failed (or needs authorization).
+    pub fn problem(&self, name: &str) -> Option<String> {
+        let state = self.state(name)?;
+        match state {
+            State::Failed(_) | State::MissingVariable(_) | State::Unauthenticated => Some(describe(name, &state)),
+            _ => None,
+        }
     }
 
     pub fn state(&self, name: &str) -> Option<State> {
@@ -240,7 +249,7 @@ impl Runtime {
         let supervised = lock(&server.state).1.clone();
         match supervised {
             Some(supervised) => supervised.session(),
-            None => Err(anyhow::anyhow!("server {name} is {}", describe(&lock(&server.state).0))),
+            None => Err(anyhow::anyhow!("server {name} is {}", describe(name, &lock(&server.state).0))),
         }
     }
 
@@ -287,11 +296,11 @@ fn classify(err: &anyhow::Error) -> State {
     State::Failed(format!("{err:#}"))
 }
 
-fn describe(state: &State) -> String {
+fn describe(name: &str, state: &State) -> String {
     match state {
         State::Failed(why) => format!("failed: {why}"),
         State::MissingVariable(var) => format!("failed: the environment variable {var} (bearer_token_env) is not set"),
-        State::Unauthenticated => "not authorized: run nod mcp auth to authorize it".into(),
+        State::Unauthenticated => format!("authentication required: run nod mcp auth {name}"),
         other => other.label().to_string(),
     }
 }

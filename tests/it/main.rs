@@ -11,6 +11,8 @@ mod run;
 /// Helpers: private NOD_HOME, the fixture's profile entry, the wire record, leftover processes.
 mod support;
 
+/// `nod acp`: a scripted ACP client over NDJSON.
+mod acp;
 /// `nod ask`: the agent against the fake model and the fixture.
 mod ask;
 /// Resources and prompts: listing, reading, completion.

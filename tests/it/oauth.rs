@@ -994,3 +994,59 @@ fn oauth_from_the_shell_runs_in_place_with_a_hidden_paste_and_the_server_connect
     }
     assert_eq!(w.creds()["servers"][NAME]["access_token"], "tok-canary-1", "{}", w.wire());
 }
+
+#[test]
+fn oauth_in_acp_never_starts_a_flow_and_uses_stored_tokens() {
+    use crate::acp::Client;
+    use crate::ask::call;
+    use crate::model::{Model, Step, tool_messages};
+    let w = World::new(|_| {});
+    let ws = w.env.path("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let entry = json!([{ "type": "http", "name": NAME, "url": w.mcp(), "headers": [] }]);
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "srv echo" }))]),
+        Step::Text("It needs authorization.".into()),
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_srv_echo" }))]),
+        Step::Calls(String::new(), vec![call("mcp_srv_echo", json!({}))]),
+        Step::Text("Called.".into()),
+    ]);
+    let mut client = Client::start_with(&w.env, &model, &[("NOD_PERMISSION_MODE", "full-access")]);
+    client.initialize(json!({}));
+    let session = client.new_session(&ws.display().to_string(), entry.clone());
+    let id = client
+        .request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "use srv" }] }));
+    let answer = client.answer_of(id, |r| panic!("nothing is asked: {r}"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let notices: Vec<String> = client
+        .updates()
+        .into_iter()
+        .filter(|(kind, _)| kind == "agent_thought_chunk")
+        .map(|(_, u)| u["content"]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(notices.iter().any(|n| n.contains("authentication required: run nod mcp auth srv")), "{notices:?}");
+    let search = &tool_messages(&model.requests()[1])[0].1;
+    assert!(search.contains("authentication_required"), "{search}");
+    assert!(w.seen(0, "/authorize").is_empty() && w.seen(0, "/register").is_empty(), "{}", w.wire());
+    client.finish();
+
+    // Tokens stored by nod mcp auth serve the ACP session.
+    w.auth().code(0);
+    let mut client = Client::start_with(&w.env, &model, &[("NOD_PERMISSION_MODE", "full-access")]);
+    client.initialize(json!({}));
+    let session = client.new_session(&ws.display().to_string(), entry);
+    let id = client
+        .request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": "again" }] }));
+    let answer = client.answer_of(id, |r| panic!("nothing is asked: {r}"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(tool_messages(&model.requests()[4])[1].1.contains("called echo"));
+    let (_, stderr) = client.finish();
+    for canary in CANARIES {
+        assert!(!stderr.contains(canary) && !client_text(&model).contains(canary), "{canary}");
+    }
+}
+
+/// Everything the model was sent.
+fn client_text(model: &crate::model::Model) -> String {
+    model.requests().iter().map(|r| r.to_string()).collect()
+}

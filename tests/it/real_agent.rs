@@ -93,3 +93,92 @@ fn the_python_sdk_server_answers_a_question_through_the_agent() {
     assert!(result.contains("42"), "{result}");
     env.assert_no_leftovers();
 }
+
+/// The Python SDK client (`agent-client-protocol`) drives `nod acp`: its lines of JSON.
+fn python_acp(env: &Env, model: &Model, everything: &std::path::Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let venv = std::env::var_os("NOD_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/venv"));
+    let python = venv.join("bin/python");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/python/acp_client.py");
+    let ws = env.path("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut args: Vec<String> = vec![
+        script.display().to_string(),
+        env!("CARGO_BIN_EXE_nod").to_string(),
+        everything.display().to_string(),
+        ws.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let out = std::process::Command::new(&python)
+        .args(&args)
+        .env("NOD_HOME", env.home())
+        .env("NOD_BASE_URL", model.url())
+        .env("NOD_MODEL", "fake-model")
+        .env("NOD_IT_MARKER", env.marker_env()["NOD_IT_MARKER"].as_str().unwrap())
+        .output()
+        .expect("run the Python ACP client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the Python client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"))).collect()
+}
+
+#[test]
+#[ignore = "needs server-everything from npm and the Python SDK agent-client-protocol; cargo test -- --include-ignored (README)"]
+fn the_python_acp_sdk_drives_a_turn_with_permission_and_elicitation() {
+    let bin = npm_bin("mcp-server-everything");
+    let env = Env::new();
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "trigger elicitation request" }))]),
+        Step::Calls(String::new(), vec![call("mcp_everything_trigger-elicitation-request", json!({}))]),
+        Step::Text("Thank you, Ada.".into()),
+    ]);
+    let lines = python_acp(&env, &model, &bin, &[]);
+    let transcript = lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n");
+    if std::env::var_os("NOD_IT_TRANSCRIPT").is_some() {
+        eprintln!("{transcript}");
+    }
+    let find = |key: &str| lines.iter().filter(|l| l.get(key).is_some()).cloned().collect::<Vec<_>>();
+    assert_eq!(find("initialize")[0]["initialize"]["protocolVersion"], 1);
+    let permissions = find("permission");
+    assert_eq!(permissions.len(), 1, "{transcript}");
+    assert_eq!(permissions[0]["title"], "mcp_everything_trigger-elicitation-request");
+    let elicitations = find("elicitation");
+    assert_eq!(elicitations.len(), 1, "{transcript}");
+    assert_eq!(elicitations[0]["mode"], "ElicitationFormSessionMode");
+    assert_eq!(find("stopReason")[0]["stopReason"], "end_turn", "{transcript}");
+    let said: String = lines
+        .iter()
+        .filter(|l| l["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|l| l["update"]["content"]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(said, "Thank you, Ada.", "{transcript}");
+    let result = &tool_messages(&model.requests()[2])[1].1;
+    assert!(result.contains("Ada Lovelace"), "{result}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+#[ignore = "needs server-everything from npm and the Python SDK agent-client-protocol; cargo test -- --include-ignored (README)"]
+fn the_python_acp_sdk_cancels_a_long_tool_call() {
+    let bin = npm_bin("mcp-server-everything");
+    let env = Env::new();
+    settings(&env, json!({ "permission": { "mcp_everything_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(
+            String::new(),
+            vec![call("mcp_select_tool", json!({ "name": "mcp_everything_trigger-long-running-operation" }))],
+        ),
+        Step::Calls(
+            String::new(),
+            vec![call("mcp_everything_trigger-long-running-operation", json!({ "duration": 60, "steps": 60 }))],
+        ),
+    ]);
+    let started = std::time::Instant::now();
+    let lines = python_acp(&env, &model, &bin, &["cancel"]);
+    let transcript = lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n");
+    let stop = lines.iter().find(|l| l.get("stopReason").is_some()).unwrap_or_else(|| panic!("{transcript}"));
+    assert_eq!(stop["stopReason"], "cancelled", "{transcript}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
+    env.assert_no_leftovers();
+}

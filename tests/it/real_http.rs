@@ -244,3 +244,55 @@ fn python_sdk_over_stdio() {
     check_python(&env);
     env.assert_no_leftovers();
 }
+
+#[test]
+#[ignore = "needs the MCP servers from npm and the Python SDK; cargo test -- --include-ignored (README)"]
+fn acp_sessions_reach_everything_over_stdio_http_and_sse() {
+    use crate::acp::Client;
+    use crate::ask::call;
+    use crate::model::{Model, Step, tool_messages};
+    let http = everything("streamableHttp").unwrap();
+    let sse = everything("sse").unwrap();
+    let bin = cache("NOD_TEST_NPM", ".cache/nod-ci/npm").join("node_modules/.bin/mcp-server-everything");
+    let env = Env::new();
+    let ws = env.path("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let sum = |server: &str| {
+        vec![
+            Step::Calls(
+                String::new(),
+                vec![call("mcp_select_tool", json!({ "name": format!("mcp_{server}_get-sum") }))],
+            ),
+            Step::Calls(String::new(), vec![call(&format!("mcp_{server}_get-sum"), json!({ "a": 40, "b": 2 }))]),
+            Step::Text(format!("{server} says 42.")),
+        ]
+    };
+    let mut steps = sum("local");
+    steps.extend(sum("web"));
+    steps.extend(sum("old"));
+    let model = Model::start(steps);
+    let mut client = Client::start_with(&env, &model, &[("NOD_PERMISSION_MODE", "full-access")]);
+    client.initialize(json!({}));
+    let marker = env.marker_env()["NOD_IT_MARKER"].clone();
+    let session = client.new_session(
+        &ws.display().to_string(),
+        json!([
+            { "name": "local", "command": bin, "args": [], "env": [{ "name": "NOD_IT_MARKER", "value": marker }] },
+            { "type": "http", "name": "web", "url": format!("http://127.0.0.1:{}/mcp", http.port), "headers": [] },
+            { "type": "sse", "name": "old", "url": format!("http://127.0.0.1:{}/sse", sse.port), "headers": [] },
+        ]),
+    );
+    for (i, server) in ["local", "web", "old"].iter().enumerate() {
+        let id = client.request(
+            "session/prompt",
+            json!({ "sessionId": session, "prompt": [{ "type": "text", "text": format!("sum on {server}") }] }),
+        );
+        let answer = client.answer_of(id, |r| panic!("nothing is asked in full access: {r}"));
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let result = tool_messages(&model.requests()[3 * i + 2]).last().unwrap().1.clone();
+        assert!(result.contains("42"), "{server}: {result}");
+    }
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+    env.assert_no_leftovers();
+}

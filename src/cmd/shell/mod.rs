@@ -121,6 +121,8 @@ impl<'a> Shell<'a> {
             max_steps: settings.max_agent_steps.map_or(usize::MAX, |n| if n == 0 { usize::MAX } else { n as usize }),
             system: None,
             first_call_tool_choice_none: settings.first_call_tool_choice_none,
+            // The start-up lines said it already.
+            report_servers: false,
         };
         let current = Arc::new(Mutex::new(runtime.clone()));
         let agent = Agent::new(provider, runtime, asked_rx, policy, limits, options);
@@ -825,10 +827,10 @@ impl Surface for ShellSurface<'_> {
         if self.last != '\n' {
             self.out("\n");
         }
-        eprintln!("● {name} {}", terminal_safe(arguments));
+        eprintln!("● {name} {}", terminal_safe(&crate::agent::preview(arguments)));
     }
 
-    fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str) {
+    fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str, _result: &str) {
         if !ok {
             let first = detail.lines().next().unwrap_or("");
             let first: String = first.chars().take(120).collect();
