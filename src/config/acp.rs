@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::server::{RemoteConfig, ServerConfig, StdioConfig, Transport};
-use super::{Loaded, merge, project, settings};
+use super::{Loaded, merge};
 
 /// Restarts an ACP entry gets (stdio).
 const RESTART_LIMIT: u32 = 3;
@@ -114,29 +114,7 @@ fn pairs(value: Option<&Value>, key: &str) -> Result<Vec<(String, String)>, Stri
 /// The session's servers: the client's, then the approved project servers of `cwd` that the
 /// client did not name. Project issues are in `issues`; pending ones stay off.
 pub fn load(cwd: &Path, client: Vec<ServerConfig>) -> Loaded {
-    let mut loaded = Loaded::default();
-    let located = project::locate(cwd);
-    let choices = match settings::path().and_then(|path| settings::choices(&path, &located.0)) {
-        Ok(choices) => choices,
-        Err(err) => {
-            loaded.issues.push(super::ConfigIssue {
-                server: None,
-                severity: super::Severity::Error,
-                message: format!("{err:#}; project servers stay pending"),
-                fix: "fix or remove settings.json".into(),
-            });
-            Default::default()
-        }
-    };
-    let project = project::load(located, &choices);
-    loaded.issues.extend(project.issues.iter().cloned());
-    let approved = project::approved(&project, &mut loaded.issues);
-    for (server, source) in merge::merge(merge::Surface::Acp, Vec::new(), client, approved) {
-        loaded.sources.insert(server.name.clone(), source);
-        loaded.servers.push(server);
-    }
-    loaded.project = project;
-    loaded
+    super::with_project(Loaded::default(), cwd, merge::Surface::Acp, client)
 }
 
 #[cfg(test)]

@@ -96,10 +96,21 @@ pub struct Loaded {
 /// What the native surfaces use: the profile, then the approved project servers of the
 /// workspace around the current directory (the profile wins a same-name entry).
 pub fn load_native() -> anyhow::Result<Loaded> {
-    let mut loaded = profile::load(&profile::path()?);
+    let loaded = profile::load(&profile::path()?);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let located = project::locate(&cwd);
-    let choices = match settings::choices(&settings::path()?, &located.0) {
+    Ok(with_project(loaded, &cwd, merge::Surface::Native, Vec::new()))
+}
+
+/// `loaded` (the profile's servers, or none) merged for `surface` with `client`'s servers
+/// and the approved project servers of the workspace around `cwd`; project issues added.
+pub(crate) fn with_project(
+    mut loaded: Loaded,
+    cwd: &std::path::Path,
+    surface: merge::Surface,
+    client: Vec<ServerConfig>,
+) -> Loaded {
+    let located = project::locate(cwd);
+    let choices = match settings::path().and_then(|path| settings::choices(&path, &located.0)) {
         Ok(choices) => choices,
         Err(err) => {
             loaded.issues.push(ConfigIssue {
@@ -115,12 +126,12 @@ pub fn load_native() -> anyhow::Result<Loaded> {
     loaded.issues.extend(project.issues.iter().cloned());
     let approved = project::approved(&project, &mut loaded.issues);
     let profile_servers = std::mem::take(&mut loaded.servers);
-    for (server, source) in merge::merge(merge::Surface::Native, profile_servers, Vec::new(), approved) {
+    for (server, source) in merge::merge(surface, profile_servers, client, approved) {
         loaded.sources.insert(server.name.clone(), source);
         loaded.servers.push(server);
     }
     loaded.project = project;
-    Ok(loaded)
+    loaded
 }
 
 impl Loaded {
