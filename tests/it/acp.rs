@@ -493,3 +493,38 @@ fn the_profile_is_never_inherited_and_approved_project_servers_join() {
     client.finish();
     assert!(env.wire().is_empty(), "the profile's server never started");
 }
+
+#[test]
+fn cancel_while_a_permission_request_is_open_ends_the_turn_cancelled() {
+    let env = Env::new();
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": "never" }))]),
+    ]);
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let session = client.new_session(&cwd(&env), json!([fixture_server(&env, "fx")]));
+    let id = prompt(&mut client, &session, "echo");
+    let asked = loop {
+        let message = client.next();
+        if message["method"] == "session/request_permission" {
+            break message;
+        }
+    };
+    client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
+    let answer = loop {
+        let message = client.next();
+        if message["id"] == id && message.get("method").is_none() {
+            break message;
+        }
+    };
+    assert_eq!(answer["result"], json!({ "stopReason": "cancelled" }), "{answer}");
+    let withdrawn =
+        client.seen.iter().any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == asked["id"]);
+    assert!(withdrawn, "nod withdraws its open request: {:#?}", client.seen);
+    // A late answer to the withdrawn request is ignored.
+    client.send(&json!({ "jsonrpc": "2.0", "id": asked["id"], "result": { "outcome": { "outcome": "cancelled" } } }));
+    client.finish();
+    assert!(env.wire().iter().all(|m| m["method"] != "tools/call"));
+    env.assert_no_leftovers();
+}
