@@ -7,6 +7,7 @@ use crossbeam_channel::select;
 use serde_json::{Value, json};
 
 use super::permissions::{Decision, Denial, Sensitivity};
+use super::subagent;
 use super::tools::{self, Outcome};
 use super::turn::{Turn, arguments};
 use super::{Agent, Answer, Approval, Elicited, Level, Surface};
@@ -47,13 +48,43 @@ impl Agent {
         turn: &mut Turn,
     ) -> Step {
         let mut step = Step { results: Vec::new(), notes: Vec::new(), end: None, all_malformed: true };
-        for call in &completion.calls {
+        let calls = &completion.calls;
+        // A leading run of two or more subagent calls runs in parallel.
+        let lead = calls.iter().take_while(|c| c.name == subagent::TOOL).count();
+        let parallel = if lead >= 2 && self.view.is_none() { lead } else { 0 };
+        if parallel > 0 {
+            // The children's views are taken from the servers as they are: start them first.
+            self.start_servers(surface);
+            let names: Vec<&str> = calls[..parallel].iter().map(|c| c.name.as_str()).collect();
+            surface.notice(Level::Info, &format!("running {} subagents in parallel", names.len()));
+            let (outcomes, interrupted) = self.run_subagents(&calls[..parallel], surface, cancel);
+            step.all_malformed = false;
+            for (call, outcome) in calls.iter().zip(outcomes) {
+                surface.tool_started(&call.name, &call.arguments);
+                surface.tool_finished(&call.name, outcome.ok, &detail(&outcome), &outcome.content);
+                turn.tool_calls.push((call.name.clone(), outcome.ok));
+                step.results.push(Message::Tool { call_id: call.id.clone(), content: outcome.content });
+            }
+            if interrupted {
+                step.end = Some(CallEnd::Interrupted);
+                return step;
+            }
+        }
+        for call in &calls[parallel..] {
             if cancel.is_fired() {
                 step.end = Some(CallEnd::Interrupted);
                 break;
             }
             surface.tool_started(&call.name, &call.arguments);
-            let ran = self.run_one(&call.name, &call.arguments, group, surface, cancel, &mut step.notes);
+            let ran = if call.name == subagent::TOOL && self.view.is_none() {
+                self.start_servers(surface);
+                surface.tool_running();
+                let (mut outcomes, interrupted) = self.run_subagents(std::slice::from_ref(call), surface, cancel);
+                let outcome = outcomes.pop().expect("one outcome a call");
+                if interrupted { Ran::End(CallEnd::Interrupted, Some(outcome)) } else { Ran::Done(outcome) }
+            } else {
+                self.run_one(&call.name, &call.arguments, group, surface, cancel, &mut step.notes)
+            };
             let (outcome, end) = match ran {
                 Ran::Done(outcome) => {
                     step.all_malformed = false;
@@ -87,7 +118,7 @@ impl Agent {
         cancel: &Trigger,
         notes: &mut Vec<String>,
     ) -> Ran {
-        let builtin = tools::specs().iter().any(|s| s.name == name);
+        let builtin = self.builtins().iter().any(|s| s.name == name);
         if !builtin && !self.catalog.is_selected(name) {
             let envelope = json!({ "error": { "type": "tool_execution_failed", "tool_name": name,
                 "message": format!("Unsupported tool: {name}"),
@@ -110,10 +141,23 @@ impl Agent {
                     return Ran::Malformed(Outcome::failed(name, "capability_search requires a query."));
                 }
                 let server = args.get("server").and_then(Value::as_str);
+                if self.view.as_ref().is_some_and(|v| v.is_empty()) {
+                    return Ran::Done(subagent::disabled());
+                }
                 let policy = self.policy.clone();
-                let hidden = move |alias: &str| policy.always_denied(alias);
-                let (outcome, notice) =
-                    tools::capability_search(&mut self.catalog, &self.runtime, &self.limits, &hidden, &query, server);
+                let view = self.view.clone();
+                let hidden = move |alias: &str| {
+                    policy.always_denied(alias) || view.as_ref().is_some_and(|v| v.tool(alias).is_none())
+                };
+                let (outcome, notice) = tools::capability_search(
+                    &mut self.catalog,
+                    &self.runtime,
+                    &self.limits,
+                    &hidden,
+                    &query,
+                    server,
+                    self.view.as_deref(),
+                );
                 if let Some(notice) = notice {
                     surface.notice(Level::Info, notice);
                 }
@@ -127,6 +171,14 @@ impl Agent {
                         "mcp_select_tool requires an exact dynamic tool name.",
                     ));
                 }
+                if let Some(view) = &self.view {
+                    if view.is_empty() {
+                        return Ran::Done(subagent::disabled_failure(name));
+                    }
+                    if view.tool(&alias).is_none() {
+                        return Ran::Done(Outcome::failed(name, &format!("Unknown MCP tool: {alias}")));
+                    }
+                }
                 Ran::Done(tools::select(&mut self.catalog, &self.runtime, &self.limits, &alias))
             }
             "mcp_read_resource" => {
@@ -134,25 +186,48 @@ impl Agent {
                 if server.is_empty() || uri.is_empty() {
                     return Ran::Malformed(Outcome::failed(name, "mcp_read_resource requires server and uri."));
                 }
+                if let Some(view) = &self.view {
+                    if view.is_empty() {
+                        return Ran::Done(subagent::disabled_failure(name));
+                    }
+                    if !view.admits(&server, subagent::Use::Resource) {
+                        let why = format!("MCP server {server}'s resources are not in this subagent's view");
+                        return Ran::Done(Outcome::failed(name, &why));
+                    }
+                }
                 let target = format!("{server}:{uri}");
                 let approval = Approval {
                     tool: name.into(),
                     server: Some(server.clone()),
                     original: None,
                     arguments: args.clone(),
+                    agent: None,
                 };
                 let approved = match self.permit(name, &target, Sensitivity::ReadOnly, &approval, surface, notes) {
                     Ok(approved) => approved,
                     Err(ran) => return ran,
                 };
+                let session = match &self.view {
+                    Some(view) => view.check(&server).map_err(|why| subagent::refused(name, &why)),
+                    None => tools::resource_session(&self.runtime, &server),
+                };
+                let session = match session {
+                    Ok(session) => session,
+                    Err(outcome) => return Ran::Done(outcome),
+                };
                 let policy = self.policy.clone();
+                let view = self.view.clone();
+                let checked = server.clone();
                 let admit = move || {
+                    if let Some(view) = &view {
+                        view.check(&checked).map_err(|why| subagent::refused("mcp_read_resource", &why).content)?;
+                    }
                     policy
                         .recheck("mcp_read_resource", &target, Sensitivity::ReadOnly, approved)
                         .map_err(|d| d.to_json("mcp_read_resource").to_string())
                 };
                 surface.tool_running();
-                Ran::Done(tools::read_resource(&self.runtime, &self.limits, &server, &uri, &admit))
+                Ran::Done(tools::read_resource(&session, &self.limits, &server, &uri, &admit))
             }
             alias => self.call_mcp(alias, args, group, surface, cancel, notes),
         }
@@ -161,6 +236,10 @@ impl Agent {
     /// Optional servers start on the first use of MCP; those that cannot be used are named
     /// once, as notices. Their tools are indexed as they come up.
     fn start_servers(&mut self, surface: &mut dyn Surface) {
+        if self.view.is_some() {
+            // A subagent's view is fixed: it starts nothing.
+            return;
+        }
         if self.runtime.has_idle() {
             self.runtime.start_all();
             // Servers another thread is starting (a background start) are awaited.
@@ -226,6 +305,11 @@ impl Agent {
         cancel: &Trigger,
         notes: &mut Vec<String>,
     ) -> Ran {
+        if let Some(view) = &self.view
+            && view.tool(alias).is_none()
+        {
+            return Ran::Done(Outcome::failed(alias, "this tool is not in this subagent's view"));
+        }
         let Some(entry) = self.catalog.lookup(&self.runtime, &self.limits, alias) else {
             return Ran::Done(Outcome::failed(alias, "tool no longer available"));
         };
@@ -234,19 +318,36 @@ impl Agent {
             server: Some(entry.server.clone()),
             original: Some(entry.name().to_string()),
             arguments: args.clone(),
+            agent: None,
         };
         let approved = match self.permit(alias, "*", Sensitivity::Sensitive, &approval, surface, notes) {
             Ok(approved) => approved,
             Err(ran) => return ran,
         };
-        let session = match self.runtime.session(&entry.server) {
-            Ok(session) => session,
-            Err(_) => return Ran::Done(Outcome::failed(alias, "tool no longer available")),
+        let session = match &self.view {
+            Some(view) => match view.check(&entry.server) {
+                Ok(session) => session,
+                Err(why) => return Ran::Done(subagent::refused(alias, &why)),
+            },
+            None => match self.runtime.session(&entry.server) {
+                Ok(session) => session,
+                Err(_) => return Ran::Done(Outcome::failed(alias, "tool no longer available")),
+            },
         };
         let policy = self.policy.clone();
         let permission = alias.to_string();
-        let admit =
-            move || policy.recheck(&permission, "*", Sensitivity::Sensitive, approved).map_err(|d| format!("{d:?}"));
+        let view = self.view.clone();
+        let server = entry.server.clone();
+        // The last word before the request is sent: the subagent's view is still alive and
+        // the session is the one it admitted, and the permission decision still holds.
+        let admit = move || {
+            if let Some(view) = &view {
+                view.check(&server).map_err(|why| subagent::refused(&permission, &why).content)?;
+            }
+            policy
+                .recheck(&permission, "*", Sensitivity::Sensitive, approved)
+                .map_err(|d| d.to_json(&permission).to_string())
+        };
         surface.tool_running();
         let mut call = session.call_tool_admitted(entry.name(), &args, Some(group), &admit);
         loop {

@@ -134,6 +134,13 @@ impl Catalog {
         }
     }
 
+    /// The usable tools of an indexed server: (alias, the tool's own name), in list order.
+    pub fn tools_of(&self, server: &str) -> Vec<(String, String)> {
+        let Ok(at) = self.index.binary_search_by(|i| i.server.as_str().cmp(server)) else { return Vec::new() };
+        let index = &self.index[at];
+        index.tools.iter().map(|t| (t.alias.clone(), index.name(t).to_string())).collect()
+    }
+
     /// Indexes `server` again if its listing changed; returns its position in the index.
     fn refresh_server(&mut self, runtime: &Runtime, limits: &Limits, server: &str) -> Option<usize> {
         let at = self.index.binary_search_by(|i| i.server.as_str().cmp(server));

@@ -15,6 +15,7 @@ pub mod names;
 pub mod permissions;
 pub mod prompt;
 pub mod search;
+pub mod subagent;
 pub mod text;
 pub mod tools;
 mod turn;
@@ -48,6 +49,8 @@ pub struct Approval {
     pub server: Option<String>,
     pub original: Option<String>,
     pub arguments: Value,
+    /// The subagent that asks, when it is not the agent itself.
+    pub agent: Option<String>,
 }
 
 /// A person's answer to an approval.
@@ -163,6 +166,12 @@ pub struct Agent {
     catalog: Catalog,
     /// Servers whose problem was reported already.
     reported: Vec<String>,
+    /// What this agent shares with its subagents (and front ends tell it).
+    host: Arc<subagent::Host>,
+    /// A subagent's view of its parent's servers: set for children only.
+    view: Option<Arc<subagent::View>>,
+    /// Named subagents, kept for this agent's lifetime.
+    children: subagent::Children,
 }
 
 impl Agent {
@@ -179,7 +188,7 @@ impl Agent {
         let system = prompt::system(options.system.as_deref(), &runtime.names());
         Agent {
             provider,
-            runtime,
+            runtime: runtime.clone(),
             asked,
             policy,
             limits,
@@ -188,7 +197,25 @@ impl Agent {
             history: Vec::new(),
             catalog: Catalog::default(),
             reported: Vec::new(),
+            host: subagent::Host::new(runtime.clone()),
+            view: None,
+            children: subagent::Children::default(),
         }
+    }
+
+    /// What this agent shares with its subagents: a front end that closes the agent's session
+    /// (ACP) closes it too, so no child request is sent afterwards.
+    pub fn host(&self) -> Arc<subagent::Host> {
+        self.host.clone()
+    }
+
+    /// The built-in tools this agent offers the model (subagents cannot start subagents).
+    pub(crate) fn builtins(&self) -> Vec<crate::provider::ToolSpec> {
+        let mut specs = tools::specs();
+        if self.view.is_none() {
+            specs.push(subagent::spec());
+        }
+        specs
     }
 
     /// The model's name, or "" when none is configured.
@@ -206,8 +233,10 @@ impl Agent {
     }
 
     /// Swaps in another runtime (a reload): its servers' tools are indexed, and selected tools
-    /// that no longer resolve are dropped. Returns the old runtime.
+    /// that no longer resolve are dropped; every subagent view of the old one is dead.
+    /// Returns the old runtime.
     pub fn set_runtime(&mut self, runtime: Arc<Runtime>) -> Arc<Runtime> {
+        self.host.replace(runtime.clone());
         let old = std::mem::replace(&mut self.runtime, runtime);
         self.system = prompt::system(self.options.system.as_deref(), &self.runtime.names());
         self.catalog.refresh(&self.runtime, &self.limits);
@@ -243,7 +272,7 @@ impl Agent {
     pub fn search(&mut self, query: &str, server: Option<&str>) -> String {
         let policy = self.policy.clone();
         let hidden = move |alias: &str| policy.always_denied(alias);
-        tools::capability_search(&mut self.catalog, &self.runtime, &self.limits, &hidden, query, server).0.content
+        tools::capability_search(&mut self.catalog, &self.runtime, &self.limits, &hidden, query, server, None).0.content
     }
 
     /// Indexes the tools of the ready servers for search (each listing once, and again when
@@ -252,10 +281,12 @@ impl Agent {
         self.catalog.refresh(&self.runtime, &self.limits);
     }
 
-    /// A fresh conversation: history, selections and session grants are forgotten (the tool
-    /// index and its aliases stay: they follow the servers, not the conversation).
+    /// A fresh conversation: history, selections, session grants and named subagents are
+    /// forgotten (the tool index and its aliases stay: they follow the servers, not the
+    /// conversation).
     pub fn reset(&mut self) {
         self.history.clear();
+        self.children.clear();
         self.catalog.selected.clear();
         self.policy.clear_grants();
     }

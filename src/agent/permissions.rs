@@ -4,7 +4,7 @@
 //! grants anything. A decision is made before a tool runs and made again, without asking,
 //! immediately before the request reaches the transport.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
@@ -126,15 +126,35 @@ pub struct Policy {
     configured: Mode,
     rules: Vec<Rule>,
     grants: Mutex<Vec<String>>,
+    /// A subagent's policy follows its parent's: never a broader mode than the parent has now.
+    parent: Option<Arc<Policy>>,
 }
 
 impl Policy {
     pub fn new(mode: Mode, rules: Vec<Rule>) -> Policy {
-        Policy { mode: Mutex::new(mode), configured: mode, rules, grants: Mutex::new(Vec::new()) }
+        Policy { mode: Mutex::new(mode), configured: mode, rules, grants: Mutex::new(Vec::new()), parent: None }
+    }
+
+    /// A subagent's policy: the parent's rules and current mode, no grants (the parent's
+    /// "yes for this session" answers are not the child's). Its mode is never broader than
+    /// the parent's mode at the time of a decision.
+    pub fn child(parent: &Arc<Policy>) -> Policy {
+        let mode = parent.mode();
+        Policy {
+            mode: Mutex::new(mode),
+            configured: mode,
+            rules: parent.rules.clone(),
+            grants: Mutex::new(Vec::new()),
+            parent: Some(parent.clone()),
+        }
     }
 
     pub fn mode(&self) -> Mode {
-        *self.mode.lock().unwrap_or_else(PoisonError::into_inner)
+        let own = *self.mode.lock().unwrap_or_else(PoisonError::into_inner);
+        match &self.parent {
+            Some(parent) if parent.mode() == Mode::Ask => Mode::Ask,
+            _ => own,
+        }
     }
 
     /// Changes the mode for this session (`/permissions <mode>`); `None` goes back to the
@@ -391,6 +411,19 @@ mod tests {
         assert_eq!(policy.decide("capability_search", "*", Sensitivity::Free), Decision::Allow);
         assert_eq!(policy.recheck("mcp_x_y", "*", Sensitivity::Sensitive, false), Err(Denial::PermissionRequired));
         assert_eq!(policy.recheck("mcp_x_y", "*", Sensitivity::Sensitive, true), Ok(()));
+    }
+
+    #[test]
+    fn a_child_policy_is_never_broader_than_its_parent() {
+        let parent = Arc::new(Policy::new(Mode::FullAccess, rules(json!({ "mcp_fs_*": "deny" }))));
+        parent.grant("mcp_docs_search");
+        let child = Policy::child(&parent);
+        assert_eq!(child.mode(), Mode::FullAccess);
+        assert!(child.grants().is_empty(), "grants are not inherited");
+        parent.set_mode(Some(Mode::Ask));
+        assert_eq!(child.mode(), Mode::Ask, "the parent went back to ask: so does the child");
+        assert_eq!(child.decide("mcp_fs_write", "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        assert_eq!(child.decide("mcp_docs_search", "*", Sensitivity::Sensitive), Decision::Ask);
     }
 
     #[test]

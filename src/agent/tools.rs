@@ -6,10 +6,14 @@ use serde_json::{Value, json};
 use super::catalog::{Catalog, Entry};
 use super::limits::Limits;
 use super::search;
+use super::subagent::{Use, View};
 use super::text;
 use crate::mcp::method;
 use crate::provider::ToolSpec;
 use crate::session::catalog::{self as listings, Kind};
+use std::sync::Arc;
+
+use crate::session::Session;
 use crate::session::runtime::{Runtime, State};
 
 /// Results kept from one search.
@@ -76,8 +80,9 @@ pub fn capability_search(
     hidden: &dyn Fn(&str) -> bool,
     query: &str,
     server: Option<&str>,
+    view: Option<&View>,
 ) -> (Outcome, Option<&'static str>) {
-    let names = runtime.names();
+    let names = view.map_or_else(|| runtime.names(), View::servers);
     if names.is_empty() {
         return (Outcome::failed("capability_search", "No MCP servers are configured."), None);
     }
@@ -114,7 +119,7 @@ pub fn capability_search(
         &text::sanitize(e.tool.get("description").and_then(Value::as_str).unwrap_or("")), limits.description) })
     };
     doc["total_matches"] = json!(total);
-    let resources = matching_resources(runtime, &tokens, server);
+    let resources = matching_resources(runtime, &tokens, server, view);
     if !resources.is_empty() {
         doc["mcp_resources"] = Value::Array(resources);
     }
@@ -162,10 +167,10 @@ pub fn capability_search(
     (Outcome::ok(content), notice)
 }
 
-fn matching_resources(runtime: &Runtime, tokens: &[String], server: Option<&str>) -> Vec<Value> {
+fn matching_resources(runtime: &Runtime, tokens: &[String], server: Option<&str>, view: Option<&View>) -> Vec<Value> {
     let mut found: Vec<(u32, Value)> = Vec::new();
     for name in runtime.ready() {
-        if server.is_some_and(|s| s != name) {
+        if server.is_some_and(|s| s != name) || view.is_some_and(|v| !v.admits(&name, Use::Resource)) {
             continue;
         }
         let Ok(session) = runtime.session(&name) else { continue };
@@ -218,23 +223,29 @@ pub fn select(catalog: &mut Catalog, runtime: &Runtime, limits: &Limits, name: &
     )
 }
 
+/// The session `mcp_read_resource` reads from, or why there is none.
+pub fn resource_session(runtime: &Runtime, server: &str) -> Result<Arc<Session>, Outcome> {
+    match runtime.session(server) {
+        Ok(session) => Ok(session),
+        Err(_) if runtime.state(server).is_none() => {
+            Err(Outcome::failed(READ, &format!("Unknown MCP server: {server}")))
+        }
+        Err(err) => Err(Outcome::failed(READ, &format!("MCP server '{server}' is not available: {err:#}"))),
+    }
+}
+
+const READ: &str = "mcp_read_resource";
+
 /// `mcp_read_resource {server, uri}`: the contents, bounded and marked untrusted. The
-/// permission check has been made by the caller.
+/// permission check has been made by the caller; `admit` is asked right before the request.
 pub fn read_resource(
-    runtime: &Runtime,
+    session: &Session,
     limits: &Limits,
     server: &str,
     uri: &str,
     admit: &dyn Fn() -> Result<(), String>,
 ) -> Outcome {
-    const TOOL: &str = "mcp_read_resource";
-    let session = match runtime.session(server) {
-        Ok(session) => session,
-        Err(_) if runtime.state(server).is_none() => {
-            return Outcome::failed(TOOL, &format!("Unknown MCP server: {server}"));
-        }
-        Err(err) => return Outcome::failed(TOOL, &format!("MCP server '{server}' is not available: {err:#}")),
-    };
+    const TOOL: &str = READ;
     if let Err(why) = admit() {
         return Outcome { ok: false, content: why };
     }

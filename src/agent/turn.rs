@@ -104,7 +104,7 @@ impl Agent {
     ) -> Result<Completion, End> {
         let mut extra: Vec<Message> = Vec::new();
         for attempt in 0..MAX_ATTEMPTS {
-            let mut tools = super::tools::specs();
+            let mut tools = self.builtins();
             tools.extend(self.catalog.advertised(&self.runtime, &self.limits));
             let mut messages = vec![Message::System(self.system.clone())];
             messages.extend(self.history.iter().cloned());

@@ -193,6 +193,7 @@ pub fn man(page: Page) -> String {
         paragraphs(&mut out, "NOD ACP", prose::ACP);
         paragraphs(&mut out, "THE MODEL", prose::MODEL);
         paragraphs(&mut out, "MCP TOOLS FOR THE MODEL", prose::TOOLS);
+        paragraphs(&mut out, "SUBAGENTS", prose::SUBAGENTS);
         paragraphs(&mut out, "PERMISSIONS", prose::PERMISSIONS);
         paragraphs(&mut out, "CONTEXT LIMITS AND SETTINGS", prose::LIMITS);
     }

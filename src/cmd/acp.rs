@@ -168,6 +168,8 @@ struct AcpSession {
     /// The agent's policy, shared: the mode changes while a turn holds the agent.
     policy: Arc<crate::agent::permissions::Policy>,
     runtime: Arc<Runtime>,
+    /// What the agent shares with its subagents: closed with the session.
+    host: Arc<crate::agent::subagent::Host>,
     /// The running prompt: its request id and the trigger that cancels it.
     running: Mutex<Option<(Value, Trigger)>>,
     /// Tool call ids of this session.
@@ -366,6 +368,7 @@ impl AgentSide {
         let id = format!("sess_{}", digest[..8].iter().map(|b| format!("{b:02x}")).collect::<String>());
         let session = AcpSession {
             id,
+            host: agent.host(),
             agent: Mutex::new(agent),
             policy,
             runtime,
@@ -445,6 +448,7 @@ impl AgentSide {
     /// Ends a session: its turn is cancelled and its servers shut down.
     fn close(&self, session: &AcpSession) {
         session.closed.store(true, Ordering::SeqCst);
+        session.host.close("the ACP session closed");
         session.cancel();
         lock(&self.sessions).remove(&session.id);
         session.runtime.engine().cancel_all("the ACP session closed");
@@ -577,8 +581,18 @@ impl Surface for AcpSurface {
     }
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
-        let (id, title, raw) =
-            self.call.clone().unwrap_or_else(|| ("call_0".into(), request.tool.clone(), Value::Null));
+        let (id, title, raw) = match &request.agent {
+            // A subagent's call is a tool call of its own, titled with the subagent's name.
+            Some(agent) => {
+                let n = self.session.calls.fetch_add(1, Ordering::SeqCst) + 1;
+                let id = format!("call_{n}");
+                let title = format!("subagent {agent}: {}", request.tool);
+                self.update(json!({ "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
+                    "kind": kind(&request.tool), "status": "pending", "rawInput": request.arguments }));
+                (id, title, request.arguments.clone())
+            }
+            None => self.call.clone().unwrap_or_else(|| ("call_0".into(), request.tool.clone(), Value::Null)),
+        };
         let params = json!({ "sessionId": self.session.id,
             "toolCall": { "toolCallId": id, "title": title, "kind": kind(&request.tool), "status": "pending", "rawInput": raw },
             "options": [
@@ -595,7 +609,7 @@ impl Surface for AcpSurface {
             Some(Ok(result)) => result,
         };
         let outcome = answer.get("outcome").unwrap_or(&Value::Null);
-        Some(match outcome.get("outcome").and_then(Value::as_str) {
+        let answer = match outcome.get("outcome").and_then(Value::as_str) {
             Some("selected") => match outcome.get("optionId").and_then(Value::as_str) {
                 Some("allow_once") => Answer::Once,
                 Some("allow_always") => Answer::Session,
@@ -603,7 +617,16 @@ impl Surface for AcpSurface {
             },
             Some("cancelled") => Answer::Cancel,
             _ => Answer::Deny(None),
-        })
+        };
+        if request.agent.is_some() {
+            // The subagent's call runs on its own; this entry records the decision.
+            let allowed = matches!(answer, Answer::Once | Answer::Session);
+            let said = if allowed { "approved for the subagent" } else { "refused" };
+            self.update(json!({ "sessionUpdate": "tool_call_update", "toolCallId": id,
+                "status": if allowed { "completed" } else { "failed" },
+                "content": [{ "type": "content", "content": { "type": "text", "text": said } }] }));
+        }
+        Some(answer)
     }
 
     fn elicit(&mut self, request: &InputRequired) -> Elicited {

@@ -195,6 +195,9 @@ fn describe(io: &mut dyn Prompter, request: &Approval) {
         label.push_str(&format!("  (server {server}, tool {})", shown(tool)));
     }
     io.say(&format!("  {label}\n"));
+    if let Some(agent) = &request.agent {
+        io.say(&format!("  asked by subagent {agent}\n"));
+    }
     let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
     let arguments = terminal_safe(&arguments);
     let mut preview: String = arguments.chars().take(2048).collect();
@@ -625,10 +628,16 @@ mod tests {
             server: Some("fx".into()),
             original: Some("echo".into()),
             arguments: json!({ "message": "hi" }),
+            agent: None,
         };
         let mut io = Script::new(&["maybe", "3 use the cached copy"]);
         assert_eq!(approve(&mut io, &request), Answer::Deny(Some("use the cached copy".into())));
         assert!(io.said.contains("choose 1, 2 or 3") && io.said.contains("(server fx, tool echo)"), "{}", io.said);
+        assert!(!io.said.contains("asked by subagent"), "{}", io.said);
+        let child = Approval { agent: Some("notes".into()), ..request.clone() };
+        let mut io = Script::new(&["1"]);
+        assert_eq!(approve(&mut io, &child), Answer::Once);
+        assert!(io.said.contains("asked by subagent notes"), "{}", io.said);
         assert_eq!(approve(&mut Script::new(&["2"]), &request), Answer::Session);
         assert_eq!(approve(&mut Script::new(&["1"]), &request), Answer::Once);
         let mut io = Script { answers: vec![Reply::Interrupted], said: String::new() };

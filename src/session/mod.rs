@@ -373,6 +373,11 @@ impl Session {
     }
 
     /// Why the connection ended, if it ended on its own (not closed by nod).
+    /// Whether the connection is closed, for whatever reason (nod's own close too).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.get().is_some()
+    }
+
     pub fn closed_cause(&self) -> Option<String> {
         let cause = self.shared.closed.get()?;
         (!matches!(**cause, TransportError::ClosedByClient)).then(|| cause.to_string())

@@ -253,6 +253,14 @@ impl Runtime {
         }
     }
 
+    /// The session `name` has now, without restarting a dead one (what a subagent's view
+    /// checks its own against).
+    pub fn current(&self, name: &str) -> Option<Arc<Session>> {
+        let server = self.find(name)?;
+        let supervised = lock(&server.state).1.clone()?;
+        supervised.current()
+    }
+
     /// Ready servers, by name in order.
     pub fn ready(&self) -> Vec<String> {
         self.servers.iter().filter(|s| lock(&s.state).0 == State::Ready).map(|s| s.config.name.clone()).collect()

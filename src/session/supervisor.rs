@@ -89,6 +89,12 @@ impl Supervised {
         }
     }
 
+    /// The current session, as it is: never restarted here (a subagent's view compares it
+    /// with the one it was given).
+    pub fn current(&self) -> Option<Arc<Session>> {
+        self.state.lock().ok()?.session.clone()
+    }
+
     /// How many times the server was restarted.
     pub fn restarts(&self) -> u32 {
         self.state.lock().map_or(0, |s| s.restarts)

@@ -163,18 +163,18 @@ impl Client {
     }
 }
 
-fn fixture_server(env: &Env, name: &str) -> Value {
+pub(crate) fn fixture_server(env: &Env, name: &str) -> Value {
     json!({ "name": name, "command": FIXTURE, "args": ["--record", env.record_path()],
         "env": [{ "name": "NOD_IT_MARKER", "value": env.marker_env()["NOD_IT_MARKER"] }] })
 }
 
-fn cwd(env: &Env) -> String {
+pub(crate) fn cwd(env: &Env) -> String {
     let dir = env.path("ws");
     std::fs::create_dir_all(&dir).unwrap();
     dir.display().to_string()
 }
 
-fn prompt(client: &mut Client, session: &str, text: &str) -> i64 {
+pub(crate) fn prompt(client: &mut Client, session: &str, text: &str) -> i64 {
     client.request("session/prompt", json!({ "sessionId": session, "prompt": [{ "type": "text", "text": text }] }))
 }
 

@@ -47,6 +47,8 @@ mod real_http;
 mod scripting;
 /// The interactive shell on a pseudo-terminal.
 mod shell;
+/// Subagents: one-off and named children, their view of the parent's servers, fail-closed.
+mod subagent;
 /// A person at a terminal: elicitation prompts, list --connect as servers become ready.
 mod terminal;
 /// Tool calls against the fixture: output, errors, progress, pagination, elicitation, logs.

@@ -4,7 +4,7 @@
 //! records every request for the test to check.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -28,6 +28,41 @@ pub enum Step {
     Cut(String),
     /// A stream that sends its first chunk, then holds the connection open.
     Hang(String),
+    /// Waits until the gate is opened (at most 20 s), then answers with the step.
+    Gate(Gate, Box<Step>),
+    /// Waits until a request whose first user message contains the key has arrived (at most
+    /// 20 s), then answers with the step: proof that two agents ask at the same time.
+    After(String, Box<Step>),
+}
+
+/// A gate a test opens.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    /// Whether it opened within `limit`.
+    fn wait(&self, limit: Duration) -> bool {
+        let guard = self.0.0.lock().unwrap();
+        let (guard, _) = self.0.1.wait_timeout_while(guard, limit, |open| !*open).unwrap();
+        *guard
+    }
+}
+
+/// The first user message of a chat request (what routes it to a script).
+pub fn first_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string()
 }
 
 pub struct Model {
@@ -36,8 +71,15 @@ pub struct Model {
 
 impl Model {
     pub fn start(steps: Vec<Step>) -> Model {
-        let script = Arc::new(Mutex::new(VecDeque::from(steps)));
-        let queue = script.clone();
+        Model::routed(vec![("", steps)])
+    }
+
+    /// Several scripts: each request is answered from the first script whose key occurs in
+    /// its first user message (a parent's prompt, a subagent's task), in that script's order.
+    pub fn routed(scripts: Vec<(&str, Vec<Step>)>) -> Model {
+        let scripts: Vec<(String, Mutex<VecDeque<Step>>)> =
+            scripts.into_iter().map(|(key, steps)| (key.to_string(), Mutex::new(VecDeque::from(steps)))).collect();
+        let seen: Arc<(Mutex<Vec<String>>, Condvar)> = Arc::default();
         let fx = Fixture::start(move |req| {
             if req.path.ends_with("/models") {
                 return Reply::json(&json!({ "object": "list", "data": [{ "id": "fake", "object": "model" }] }));
@@ -45,8 +87,15 @@ impl Model {
             if !req.path.ends_with("/chat/completions") || req.method != "POST" {
                 return Reply::status(404);
             }
-            match queue.lock().unwrap().pop_front() {
-                Some(step) => reply(req, step),
+            let first = first_user(&req.json);
+            seen.0.lock().unwrap().push(first.clone());
+            seen.1.notify_all();
+            let Some((_, script)) = scripts.iter().find(|(key, _)| first.contains(key.as_str())) else {
+                return Reply::json(&json!({ "error": { "message": "no script for this request" } })).code(500);
+            };
+            let step = script.lock().unwrap().pop_front();
+            match step {
+                Some(step) => reply(req, step, &seen),
                 None => Reply::json(&json!({ "error": { "message": "the test script is exhausted" } })).code(500),
             }
         });
@@ -109,8 +158,27 @@ fn text_chunks(text: &str) -> Vec<String> {
     chars.chunks(7).map(|piece| chunk(json!({ "content": piece.iter().collect::<String>() }), None)).collect()
 }
 
-fn reply(_req: &Request, step: Step) -> Reply {
+fn reply(_req: &Request, step: Step, seen: &(Mutex<Vec<String>>, Condvar)) -> Reply {
     match step {
+        Step::Gate(gate, step) => {
+            if !gate.wait(Duration::from_secs(20)) {
+                return Reply::json(&json!({ "error": { "message": "the test never opened the gate" } })).code(400);
+            }
+            reply(_req, *step, seen)
+        }
+        Step::After(key, step) => {
+            let guard = seen.0.lock().unwrap();
+            let (guard, _) = seen
+                .1
+                .wait_timeout_while(guard, Duration::from_secs(20), |s| !s.iter().any(|m| m.contains(&key)))
+                .unwrap();
+            if !guard.iter().any(|m| m.contains(&key)) {
+                return Reply::json(&json!({ "error": { "message": format!("no request for {key} came meanwhile") } }))
+                    .code(400);
+            }
+            drop(guard);
+            reply(_req, *step, seen)
+        }
         Step::Text(text) => {
             let mut parts = vec![chunk(json!({ "role": "assistant", "content": "" }), None)];
             parts.extend(text_chunks(&text));

@@ -182,3 +182,77 @@ fn the_python_acp_sdk_cancels_a_long_tool_call() {
     assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
     env.assert_no_leftovers();
 }
+
+#[test]
+#[ignore = "needs the MCP servers from npm; cargo test -- --include-ignored (README)"]
+fn subagents_share_server_everything_within_their_parents_rules() {
+    let bin = npm_bin("mcp-server-everything");
+    let env = Env::new();
+    env.profile(json!({ "mcp": { "everything": { "command": [bin], "env": env.marker_env() } } }));
+    settings(&env, json!({ "permission": { "mcp_everything_*": "allow", "mcp_everything_get-sum": "deny" } }));
+    let sub = |args: serde_json::Value| call("subagent", args);
+    let model = Model::routed(vec![
+        (
+            "ECHOER",
+            vec![
+                Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "add two numbers" }))]),
+                Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_everything_echo" }))]),
+                Step::Calls(String::new(), vec![call("mcp_everything_echo", json!({ "message": "from a child" }))]),
+                Step::Text("Echoed from a child.".into()),
+            ],
+        ),
+        (
+            "READER",
+            vec![
+                Step::Calls(
+                    String::new(),
+                    vec![call(
+                        "mcp_read_resource",
+                        json!({ "server": "everything", "uri": "demo://resource/static/document/architecture.md" }),
+                    )],
+                ),
+                Step::Text("Read the architecture document.".into()),
+            ],
+        ),
+        (
+            "PARENT",
+            vec![
+                Step::Calls(
+                    String::new(),
+                    vec![
+                        sub(
+                            json!({ "action": "run", "task": "ECHOER: echo something", "tools": ["mcp_everything_echo", "mcp_everything_get-*"] }),
+                        ),
+                        sub(
+                            json!({ "action": "run", "task": "ECHOER: echo something", "tools": ["mcp_everything_echo"] }),
+                        ),
+                        sub(
+                            json!({ "action": "message", "name": "reader", "message": "READER: read the docs", "tools": ["mcp_read_resource"] }),
+                        ),
+                    ],
+                ),
+                Step::Text("Both children reported.".into()),
+            ],
+        ),
+    ]);
+    let out = ask(&env, &model, &["--json", "PARENT: delegate to children"]).run();
+    out.code(0).within(90.0);
+    assert_eq!(out.json()["final_output"], "Both children reported.");
+    let parent = model.requests().into_iter().rfind(|r| crate::model::first_user(r).contains("PARENT")).unwrap();
+    let results: Vec<serde_json::Value> =
+        tool_messages(&parent).iter().map(|(_, c)| serde_json::from_str(c).unwrap()).collect();
+    assert_eq!(results[0]["error"]["code"], "override_rejected", "get-sum is denied to the parent: {}", results[0]);
+    assert_eq!(results[1]["result"], "Echoed from a child.", "{}", results[1]);
+    assert_eq!(results[2]["result"], "Read the architecture document.", "{}", results[2]);
+    let echoer: Vec<serde_json::Value> =
+        model.requests().into_iter().filter(|r| crate::model::first_user(r).contains("ECHOER")).collect();
+    let search = &tool_messages(&echoer[1])[0].1;
+    assert!(!search.contains("get-sum"), "the child's search has no denied or unadmitted tool: {search}");
+    let echoed = &tool_messages(&echoer[3])[2].1;
+    assert!(echoed.contains("Echo: from a child"), "{echoed}");
+    let reader: Vec<serde_json::Value> =
+        model.requests().into_iter().filter(|r| crate::model::first_user(r).contains("READER")).collect();
+    let read = &tool_messages(&reader[1])[0].1;
+    assert!(read.starts_with("<untrusted_external source=\"mcp\" server=\"everything\""), "{read}");
+    env.assert_no_leftovers();
+}

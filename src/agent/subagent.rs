@@ -1,0 +1,671 @@
+//! Subagents (nod-reference "Subagents"): the `subagent` tool runs a one-off child for one
+//! task, or messages a named child that keeps its conversation for the parent's lifetime.
+//!
+//! A child is an `Agent` of its own (its history, its session grants, its step limit) whose
+//! only way to MCP is a `View`: an immutable snapshot, taken when the child starts a run, of
+//! what the parent may use (servers, tools by alias, resources, prompts, completion),
+//! filtered by the parent's rules and by the `tools` patterns the parent gave. The view holds
+//! the very sessions it admitted, and every request a child sends is checked against it right
+//! before the transport (`View::check`): the parent's runtime must still be the one the view
+//! was taken from (a reload or a removal replaces it), each server's session must still be
+//! the one it had (an authorization, a logout or a restart makes a new one), the parent must
+//! not be closed (an ACP session), and the run must not have ended or been cancelled. A
+//! request that fails the check is never sent.
+//!
+//! Children share the parent's connections; each child's calls are its own call group, so a
+//! child is cancelled alone, and cancelling the parent cancels them all. Their approvals and
+//! the elicitations their servers send reach the person through the parent's surface, which
+//! only the parent's thread touches: children run on threads of their own and relay.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
+use serde_json::{Map, Value, json};
+
+use super::permissions::{Decision, Policy, Sensitivity, wildcard};
+use super::tools::Outcome;
+use super::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
+use crate::provider::{Provider, ToolCall, ToolSpec};
+use crate::session::Session;
+use crate::session::elicit::Asked;
+use crate::session::runtime::Runtime;
+use crate::util::Trigger;
+
+pub const TOOL: &str = "subagent";
+/// The most model requests in one run of a child.
+pub const CHILD_MAX_STEPS: usize = 20;
+/// Named children one parent may keep.
+const MAX_NAMED: usize = 32;
+/// `tools` patterns in one request, and the longest pattern.
+const MAX_PATTERNS: usize = 64;
+const MAX_PATTERN: usize = 256;
+/// The longest task or message.
+const MAX_TASK: usize = 256 * 1024;
+
+const CHILD_PROMPT: &str = "<subagent>\nYou are a subagent: another agent gave you the task in the user message. Do it with the tools you have, then answer with the result only; that answer is all the other agent sees. Your MCP access is the part of the other agent's access it chose to give you.\n</subagent>";
+const DISABLED: &str = "MCP is disabled for this subagent: its parent's view admits no MCP server or tool.";
+
+/// What a parent shares with its children, and what front ends tell it: the runtime the
+/// parent uses now, and whether the parent (an ACP session) was closed.
+pub struct Host {
+    runtime: Mutex<Arc<Runtime>>,
+    closed: Mutex<Option<String>>,
+}
+
+impl Host {
+    pub fn new(runtime: Arc<Runtime>) -> Arc<Host> {
+        Arc::new(Host { runtime: Mutex::new(runtime), closed: Mutex::new(None) })
+    }
+
+    pub fn runtime(&self) -> Arc<Runtime> {
+        lock(&self.runtime).clone()
+    }
+
+    /// The parent's runtime was replaced (a reload, which is also how a server is removed):
+    /// every view taken from the old one is dead from now on.
+    pub fn replace(&self, runtime: Arc<Runtime>) {
+        *lock(&self.runtime) = runtime;
+    }
+
+    /// The parent is gone (an ACP session closed): no child request is sent any more.
+    pub fn close(&self, why: &str) {
+        lock(&self.closed).get_or_insert_with(|| why.to_string());
+    }
+
+    fn closed(&self) -> Option<String> {
+        lock(&self.closed).clone()
+    }
+}
+
+/// One admitted server of a view.
+struct Admitted {
+    name: String,
+    session: Arc<Session>,
+    /// (alias, the tool's own name).
+    tools: Vec<(String, String)>,
+    resources: bool,
+    prompts: bool,
+    completion: bool,
+}
+
+/// A ready server before filtering: its name, session and (alias, tool) pairs.
+type Candidate = (String, Arc<Session>, Vec<(String, String)>);
+
+/// A child's immutable, permission-filtered view of its parent's MCP servers.
+pub struct View {
+    host: Arc<Host>,
+    runtime: Arc<Runtime>,
+    servers: Vec<Admitted>,
+    ended: Mutex<Option<String>>,
+}
+
+/// What a child asks of a server, for `View::admits`.
+#[derive(Clone, Copy, Debug)]
+pub enum Use<'a> {
+    Tool(&'a str),
+    Resource,
+    Prompt,
+    Completion,
+}
+
+impl View {
+    /// Takes the snapshot: the parent's ready servers and their usable tools, less what the
+    /// parent's rules deny, narrowed by `patterns`. A pattern that would admit something the
+    /// parent may not use, or that admits nothing the parent has, is refused: patterns only
+    /// narrow.
+    fn snapshot(parent: &mut Agent, patterns: Option<&[String]>) -> Result<View, String> {
+        let runtime = parent.runtime.clone();
+        parent.catalog.refresh(&runtime, &parent.limits);
+        let policy = &parent.policy;
+        let denied = |alias: &str| matches!(policy.decide(alias, "*", Sensitivity::Sensitive), Decision::Deny(_));
+        let reads_denied = policy.always_denied("mcp_read_resource");
+        let mut candidates: Vec<Candidate> = Vec::new();
+        for name in runtime.ready() {
+            let Some(session) = runtime.current(&name).filter(|s| !s.is_closed()) else { continue };
+            candidates.push((name.clone(), session, parent.catalog.tools_of(&name)));
+        }
+        if let Some(patterns) = patterns {
+            for pattern in patterns {
+                let mut matched = false;
+                for (_, _, tools) in &candidates {
+                    for (alias, _) in tools.iter().filter(|(alias, _)| wildcard(pattern, alias)) {
+                        if denied(alias) {
+                            return Err(format!(
+                                "the tools pattern {pattern:?} would admit {alias}, which the parent may not use"
+                            ));
+                        }
+                        matched = true;
+                    }
+                }
+                if wildcard(pattern, "mcp_read_resource") {
+                    if reads_denied {
+                        return Err(format!(
+                            "the tools pattern {pattern:?} would admit mcp_read_resource, which the parent may not use"
+                        ));
+                    }
+                    matched = true;
+                }
+                if !matched {
+                    return Err(format!("the tools pattern {pattern:?} matches no tool the parent can use"));
+                }
+            }
+        }
+        let chosen = |name: &str| patterns.is_none_or(|ps| ps.iter().any(|p| wildcard(p, name)));
+        let reads = !reads_denied && chosen("mcp_read_resource");
+        let servers = candidates
+            .into_iter()
+            .filter_map(|(name, session, tools)| {
+                let tools: Vec<(String, String)> =
+                    tools.into_iter().filter(|(alias, _)| !denied(alias) && chosen(alias)).collect();
+                let resources = reads && session.has("resources");
+                if tools.is_empty() && !resources {
+                    return None;
+                }
+                let (prompts, completion) = (session.has("prompts"), session.has("completions"));
+                Some(Admitted { name, session, tools, resources, prompts, completion })
+            })
+            .collect();
+        Ok(View { host: parent.host.clone(), runtime, servers, ended: Mutex::new(None) })
+    }
+
+    /// Whether nothing was admitted (MCP is disabled for the child).
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The admitted servers' names.
+    pub fn servers(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The server and tool name behind an admitted alias.
+    pub fn tool(&self, alias: &str) -> Option<(&str, &str)> {
+        self.servers
+            .iter()
+            .find_map(|s| s.tools.iter().find(|(a, _)| a == alias).map(|(_, tool)| (s.name.as_str(), tool.as_str())))
+    }
+
+    /// Whether the view admits this use of `server`.
+    pub fn admits(&self, server: &str, what: Use) -> bool {
+        self.servers.iter().any(|s| {
+            s.name == server
+                && match what {
+                    Use::Tool(alias) => s.tools.iter().any(|(a, _)| a == alias),
+                    Use::Resource => s.resources,
+                    Use::Prompt => s.prompts,
+                    Use::Completion => s.completion,
+                }
+        })
+    }
+
+    /// The check right before transport: the view is alive, and `server`'s session is the
+    /// one it admitted, still open. Returns that session.
+    pub fn check(&self, server: &str) -> Result<Arc<Session>, String> {
+        if let Some(why) = lock(&self.ended).clone() {
+            return Err(why);
+        }
+        if let Some(why) = self.host.closed() {
+            return Err(why);
+        }
+        if !Arc::ptr_eq(&self.host.runtime(), &self.runtime) {
+            return Err("the parent's MCP servers were reloaded since this subagent started".into());
+        }
+        let Some(admitted) = self.servers.iter().find(|s| s.name == server) else {
+            return Err(format!("MCP server {server} is not in this subagent's view"));
+        };
+        match self.runtime.current(server) {
+            Some(now) if Arc::ptr_eq(&now, &admitted.session) && !now.is_closed() => Ok(now),
+            Some(now) if Arc::ptr_eq(&now, &admitted.session) => Err(format!("MCP server {server} disconnected")),
+            _ => Err(format!(
+                "MCP server {server} reconnected (a new authorization, a logout or a restart) since this subagent started"
+            )),
+        }
+    }
+
+    /// Ends the view: no request goes out through it any more.
+    pub fn end(&self, why: &str) {
+        lock(&self.ended).get_or_insert_with(|| why.to_string());
+    }
+}
+
+/// The refusal a child's request gets when the view check fails.
+pub fn refused(tool: &str, why: &str) -> Outcome {
+    Outcome::failed(tool, &format!("Not sent: {why}. This subagent can no longer use MCP in this run."))
+}
+
+/// What a child's `capability_search` says when its view is empty.
+pub fn disabled() -> Outcome {
+    Outcome::ok(
+        json!({ "skills": [], "mcp_tools": [], "counts": { "skills": 0, "mcp_tools": 0 }, "total_matches": 0,
+        "state": "mcp_disabled", "message": DISABLED })
+        .to_string(),
+    )
+}
+
+pub fn disabled_failure(tool: &str) -> Outcome {
+    Outcome::failed(tool, DISABLED)
+}
+
+pub fn spec() -> ToolSpec {
+    ToolSpec {
+        name: TOOL.into(),
+        description: "Delegate work to a subagent: a separate agent with its own conversation and a part of your MCP access. action \"run\" does one task with a fresh subagent and returns its answer; action \"message\" talks to a named subagent that remembers earlier messages. Several subagent calls at the start of one step run in parallel. tools: optional wildcard patterns over your tool names (like mcp_docs_*) that narrow what the subagent may use; they can never widen it.".into(),
+        parameters: json!({ "type": "object", "properties": {
+            "action": { "type": "string", "enum": ["run", "message"] },
+            "task": { "type": "string", "minLength": 1, "description": "run: what the subagent should do." },
+            "name": { "type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$", "description": "message: the subagent's name." },
+            "message": { "type": "string", "minLength": 1, "description": "message: what to tell it." },
+            "tools": { "type": "array", "items": { "type": "string", "minLength": 1 },
+                "description": "Optional patterns over tool names to narrow the subagent's MCP tools (mcp_read_resource for resources)." },
+        }, "required": ["action"], "additionalProperties": false }),
+    }
+}
+
+/// A decoded request.
+#[derive(Debug, Clone, PartialEq)]
+enum Ask {
+    Run { task: String, tools: Option<Vec<String>> },
+    Message { name: String, message: String, tools: Option<Vec<String>> },
+}
+
+/// A failure with its stable code.
+struct Refusal {
+    code: &'static str,
+    message: String,
+}
+
+fn refusal(code: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal { code, message: message.into() }
+}
+
+fn decode(args: &Value) -> Result<Ask, Refusal> {
+    let invalid = |m: &str| refusal("invalid_request", m);
+    let map = args.as_object().ok_or_else(|| invalid("the request must be a JSON object"))?;
+    let allowed: &[&str] = match map.get("action").and_then(Value::as_str) {
+        Some("run") => &["action", "task", "tools"],
+        Some("message") => &["action", "name", "message", "tools"],
+        _ => return Err(invalid("action must be \"run\" or \"message\"")),
+    };
+    if let Some(key) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(invalid(&format!("unexpected field {key:?} for this action")));
+    }
+    let text = |key: &str| -> Result<String, Refusal> {
+        match map.get(key) {
+            Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= MAX_TASK => Ok(s.clone()),
+            Some(Value::String(s)) if s.len() > MAX_TASK => Err(invalid(&format!("{key} exceeds 256 KiB"))),
+            _ => Err(invalid(&format!("{key} must be a non-empty string"))),
+        }
+    };
+    let tools = match map.get("tools") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => {
+            let mut patterns = Vec::new();
+            for item in items {
+                match item.as_str() {
+                    Some(p) if !p.is_empty() && p.len() <= MAX_PATTERN => patterns.push(p.to_string()),
+                    _ => return Err(invalid("tools must be an array of non-empty patterns")),
+                }
+            }
+            if patterns.len() > MAX_PATTERNS {
+                return Err(invalid("tools has more than 64 patterns"));
+            }
+            Some(patterns)
+        }
+        Some(_) => return Err(invalid("tools must be an array of non-empty patterns")),
+    };
+    if map["action"] == "run" {
+        return Ok(Ask::Run { task: text("task")?, tools });
+    }
+    let name = text("name")?;
+    if !valid_name(&name) {
+        return Err(invalid("name must match ^[a-z][a-z0-9_-]{0,63}$"));
+    }
+    Ok(Ask::Message { name, message: text("message")?, tools })
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// A named child between its runs.
+pub(super) struct Named {
+    /// `None` while it runs.
+    agent: Option<Box<Agent>>,
+    tools: Option<Vec<String>>,
+}
+
+/// The children a parent keeps.
+#[derive(Default)]
+pub(super) struct Children {
+    named: BTreeMap<String, Named>,
+    /// One-off runs so far, for their labels.
+    runs: usize,
+}
+
+impl Children {
+    pub fn clear(&mut self) {
+        self.named.clear();
+    }
+}
+
+/// A child ready to run.
+struct Prepared {
+    label: String,
+    named: bool,
+    agent: Box<Agent>,
+    prompt: String,
+    view: Arc<View>,
+    trigger: Trigger,
+}
+
+/// What the parent's thread hears from running children.
+enum Relay {
+    Approve(Approval, Sender<Option<Answer>>),
+    Notice(Level, String),
+}
+
+/// A child's surface: its text stays with it; approvals and notices go to the parent's
+/// thread, labelled with the child's name.
+struct ChildSurface {
+    label: String,
+    relay: Sender<Relay>,
+    cancel: Trigger,
+}
+
+impl Surface for ChildSurface {
+    fn text(&mut self, _delta: &str) {}
+
+    fn tool_started(&mut self, _name: &str, _arguments: &str) {}
+
+    fn tool_finished(&mut self, name: &str, ok: bool, detail: &str, _result: &str) {
+        let text = if ok {
+            format!("subagent {}: {name} done", self.label)
+        } else {
+            format!("subagent {}: {name} failed: {detail}", self.label)
+        };
+        let _ = self.relay.send(Relay::Notice(Level::Info, text));
+    }
+
+    fn notice(&mut self, level: Level, text: &str) {
+        let _ = self.relay.send(Relay::Notice(level, format!("subagent {}: {text}", self.label)));
+    }
+
+    fn approve(&mut self, request: &Approval) -> Option<Answer> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let mut request = request.clone();
+        request.agent = Some(self.label.clone());
+        self.relay.send(Relay::Approve(request, tx)).ok()?;
+        select! {
+            recv(rx) -> answer => answer.ok().flatten(),
+            recv(self.cancel.receiver()) -> _ => Some(Answer::Cancel),
+        }
+    }
+
+    fn elicit(&mut self, _request: &crate::session::elicit::InputRequired) -> Elicited {
+        // A child has no elicitation channel of its own: its servers' requests reach the
+        // parent's thread, which answers them through the parent's surface.
+        Elicited::Unanswerable
+    }
+}
+
+impl Agent {
+    /// The `subagent` calls `calls` (all of them `subagent`), run together: each child on a
+    /// thread of its own, this thread relaying their approvals and elicitations to `surface`.
+    /// Returns one outcome a call, in order, and whether the turn must end (cancelled).
+    pub(super) fn run_subagents(
+        &mut self,
+        calls: &[ToolCall],
+        surface: &mut dyn Surface,
+        cancel: &Trigger,
+    ) -> (Vec<Outcome>, bool) {
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; calls.len()];
+        let mut ready: Vec<(usize, Prepared)> = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            match self.prepare(call) {
+                Ok(prepared) => ready.push((i, prepared)),
+                Err((label, refusal)) => outcomes[i] = Some(failure(label.as_deref(), &refusal)),
+            }
+        }
+        let triggers: Vec<Trigger> = ready.iter().map(|(_, p)| p.trigger.clone()).collect();
+        let cancel_all = |triggers: &[Trigger]| triggers.iter().for_each(Trigger::fire);
+        let (relay_tx, relay_rx) = unbounded::<Relay>();
+        let (done_tx, done_rx) = unbounded::<(usize, Prepared, Report)>();
+        let mut interrupted = false;
+        let asked = self.asked.clone();
+        std::thread::scope(|scope| {
+            for (i, mut prepared) in ready {
+                let (relay, done) = (relay_tx.clone(), done_tx.clone());
+                scope.spawn(move || {
+                    let mut child_surface =
+                        ChildSurface { label: prepared.label.clone(), relay, cancel: prepared.trigger.clone() };
+                    let report = prepared.agent.turn(&prepared.prompt, &mut child_surface, &prepared.trigger);
+                    prepared.view.end("the subagent's run ended");
+                    let _ = done.send((i, prepared, report));
+                });
+            }
+            drop((relay_tx, done_tx));
+            let mut parent_cancel: Receiver<()> = cancel.receiver().clone();
+            let mut relays = relay_rx;
+            loop {
+                select! {
+                    recv(done_rx) -> done => match done {
+                        Ok((i, prepared, report)) => {
+                            outcomes[i] = Some(finished(&prepared, &report, self.limits.tool_result));
+                            if prepared.named
+                                && let Some(named) = self.children.named.get_mut(&prepared.label)
+                            {
+                                named.agent = Some(prepared.agent);
+                            }
+                        }
+                        Err(_) => break,
+                    },
+                    recv(relays) -> relay => match relay {
+                        Ok(Relay::Approve(request, reply)) => {
+                            let answer = surface.approve(&request);
+                            if answer == Some(Answer::Cancel) {
+                                interrupted = true;
+                                cancel_all(&triggers);
+                            }
+                            let _ = reply.send(answer);
+                        }
+                        Ok(Relay::Notice(level, text)) => surface.notice(level, &text),
+                        Err(_) => relays = never(),
+                    },
+                    recv(asked) -> asked => if let Ok(Asked { input, responder }) = asked {
+                        if responder.is_cancelled() {
+                            continue;
+                        }
+                        let answer = match surface.elicit(&input) {
+                            Elicited::Answer(answer) => answer,
+                            Elicited::Unanswerable | Elicited::Refused(_) => json!({ "action": "cancel" }),
+                        };
+                        responder.respond(Ok(answer));
+                    },
+                    recv(parent_cancel) -> _ => {
+                        interrupted = true;
+                        cancel_all(&triggers);
+                        parent_cancel = never();
+                    }
+                }
+            }
+        });
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| failure(None, &refusal("interrupted", "the subagent did not finish"))))
+            .collect();
+        (outcomes, interrupted)
+    }
+
+    /// Decodes a call and makes its child (with a fresh view) ready to run.
+    fn prepare(&mut self, call: &ToolCall) -> Result<Prepared, (Option<String>, Refusal)> {
+        let args = super::turn::arguments(&call.arguments).map_err(|why| (None, refusal("invalid_request", why)))?;
+        let ask = decode(&args).map_err(|r| (None, r))?;
+        let Some(provider) = self.provider.as_ref() else {
+            return Err((None, refusal("host_unavailable", "no model is configured for subagents")));
+        };
+        if self.view.is_some() {
+            return Err((None, refusal("host_unavailable", "a subagent cannot start subagents")));
+        }
+        if let Some(why) = self.host.closed() {
+            return Err((None, refusal("host_unavailable", why)));
+        }
+        let provider = provider.config().clone();
+        match ask {
+            Ask::Run { task, tools } => {
+                self.children.runs += 1;
+                let label = format!("run-{}", self.children.runs);
+                let view = View::snapshot(self, tools.as_deref())
+                    .map_err(|why| (Some(label.clone()), refusal("override_rejected", why)))?;
+                let view = Arc::new(view);
+                let agent = Box::new(self.child(Provider::new(provider), view.clone()));
+                Ok(Prepared { label, named: false, agent, prompt: task, view, trigger: Trigger::default() })
+            }
+            Ask::Message { name, message, tools } => {
+                let label = Some(name.clone());
+                let existing = self.children.named.get(&name).map(|n| (n.agent.is_none(), n.tools.clone()));
+                let patterns = match existing {
+                    Some((true, _)) => {
+                        return Err((
+                            label,
+                            refusal("agent_busy", format!("subagent {name} is busy with another message")),
+                        ));
+                    }
+                    Some((false, kept)) => {
+                        if tools.is_some() && tools != kept {
+                            return Err((
+                                label,
+                                refusal(
+                                    "override_rejected",
+                                    format!("subagent {name} keeps the tools it was created with"),
+                                ),
+                            ));
+                        }
+                        kept
+                    }
+                    None if self.children.named.len() >= MAX_NAMED => {
+                        return Err((label, refusal("invalid_request", "too many named subagents (32)")));
+                    }
+                    None => tools,
+                };
+                let view = Arc::new(
+                    View::snapshot(self, patterns.as_deref())
+                        .map_err(|why| (label.clone(), refusal("override_rejected", why)))?,
+                );
+                let agent = match self.children.named.get_mut(&name).and_then(|n| n.agent.take()) {
+                    Some(mut agent) => {
+                        agent.adopt(view.clone(), &self.catalog.aliases);
+                        agent
+                    }
+                    None => {
+                        let agent = Box::new(self.child(Provider::new(provider), view.clone()));
+                        self.children.named.insert(name.clone(), Named { agent: None, tools: patterns });
+                        agent
+                    }
+                };
+                Ok(Prepared { label: name, named: true, agent, prompt: message, view, trigger: Trigger::default() })
+            }
+        }
+    }
+
+    /// A new child under `view`.
+    fn child(&self, provider: Provider, view: Arc<View>) -> Agent {
+        let options = Options {
+            max_steps: CHILD_MAX_STEPS.min(self.options.max_steps),
+            system: None,
+            first_call_tool_choice_none: false,
+            report_servers: false,
+        };
+        let policy = Arc::new(Policy::child(&self.policy));
+        let mut agent = Agent::new(Some(provider), view.runtime.clone(), never(), policy, self.limits, options);
+        agent.host = self.host.clone();
+        agent.adopt(view, &self.catalog.aliases);
+        agent
+    }
+
+    /// Puts a child under a new view: its runtime, its system message (the servers it may
+    /// use), the parent's aliases; selections outside the view are dropped.
+    fn adopt(&mut self, view: Arc<View>, aliases: &super::names::Aliases) {
+        self.runtime = view.runtime.clone();
+        self.catalog.aliases = aliases.clone();
+        self.catalog.selected.retain(|alias| view.tool(alias).is_some());
+        self.system = format!("{}\n\n{CHILD_PROMPT}", super::prompt::system(None, &view.servers()));
+        self.view = Some(view);
+    }
+}
+
+/// A refused call's result.
+fn failure(agent: Option<&str>, refusal: &Refusal) -> Outcome {
+    let value = json!({ "ok": false, "agent": agent, "result": "", "tool_calls": [],
+        "error": { "code": refusal.code, "message": refusal.message } });
+    Outcome { ok: false, content: value.to_string() }
+}
+
+/// A finished run's result: the child's answer (bounded) and its tool calls.
+fn finished(prepared: &Prepared, report: &Report, cap: usize) -> Outcome {
+    let calls: Vec<Value> = report.tool_calls.iter().map(|(name, ok)| json!({ "name": name, "ok": ok })).collect();
+    let code = match report.status {
+        Status::Completed => None,
+        Status::Failed => Some("agent_failed"),
+        Status::InputRequired => Some("agent_paused"),
+        Status::Interrupted => Some("interrupted"),
+    };
+    let mut value = Map::new();
+    value.insert("ok".into(), json!(code.is_none()));
+    value.insert("agent".into(), json!(prepared.label));
+    let result = super::text::bound(&report.final_output, cap, TOOL);
+    value.insert("result".into(), json!(result));
+    value.insert("tool_calls".into(), Value::Array(calls));
+    if let Some(code) = code {
+        let message = match report.status {
+            Status::InputRequired => {
+                let server = report.input_required.as_ref().map_or("", |i| i.server.as_str());
+                format!("the subagent stopped: MCP server '{server}' asked for input that could not be collected")
+            }
+            _ => report.error.clone().unwrap_or_else(|| code.to_string()),
+        };
+        value.insert("error".into(), json!({ "code": code, "message": message }));
+    }
+    Outcome { ok: code.is_none(), content: Value::Object(value).to_string() }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_decode_or_get_stable_codes() {
+        assert_eq!(
+            decode(&json!({ "action": "run", "task": "sum it", "tools": ["mcp_a_*"] })).ok(),
+            Some(Ask::Run { task: "sum it".into(), tools: Some(vec!["mcp_a_*".into()]) })
+        );
+        assert_eq!(
+            decode(&json!({ "action": "message", "name": "notes-1", "message": "hi" })).ok(),
+            Some(Ask::Message { name: "notes-1".into(), message: "hi".into(), tools: None })
+        );
+        for bad in [
+            json!({ "task": "x" }),
+            json!({ "action": "walk" }),
+            json!({ "action": "run" }),
+            json!({ "action": "run", "task": "  " }),
+            json!({ "action": "run", "task": "x", "name": "a" }),
+            json!({ "action": "run", "task": "x", "tools": "mcp_*" }),
+            json!({ "action": "run", "task": "x", "tools": [""] }),
+            json!({ "action": "message", "name": "Notes", "message": "hi" }),
+            json!({ "action": "message", "name": "1st", "message": "hi" }),
+            json!({ "action": "message", "name": "a".repeat(65), "message": "hi" }),
+            json!({ "action": "message", "name": "ok" }),
+        ] {
+            let refused = decode(&bad).err().unwrap_or_else(|| panic!("{bad} was accepted"));
+            assert_eq!(refused.code, "invalid_request", "{bad}");
+        }
+        assert!(valid_name(&format!("a{}", "b".repeat(63))));
+    }
+}
