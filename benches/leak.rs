@@ -23,6 +23,7 @@ fn main() {
         startup_timeout: std::time::Duration::from_secs(10),
         operation_timeout: std::time::Duration::from_secs(10),
         restart_limit: 0,
+        protocol_version: None,
         transport: Transport::Stdio(StdioConfig { argv: vec![FIXTURE.into()], env: vec![], cwd: None }),
     };
     let engine = Engine::start();

@@ -81,6 +81,7 @@ fn parse_entry(entry: &Value) -> Result<ServerConfig, String> {
         startup_timeout: Duration::from_secs(30),
         operation_timeout: Duration::from_secs(60),
         restart_limit: RESTART_LIMIT,
+        protocol_version: None,
         transport,
     })
 }

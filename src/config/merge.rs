@@ -61,6 +61,7 @@ mod tests {
             startup_timeout: Duration::from_secs(1),
             operation_timeout: Duration::from_secs(1),
             restart_limit: 1,
+            protocol_version: None,
             transport: Transport::Stdio(StdioConfig { argv: vec![program.into()], env: vec![], cwd: None }),
         }
     }

@@ -16,6 +16,10 @@ pub struct ServerConfig {
     pub startup_timeout: Duration,
     pub operation_timeout: Duration,
     pub restart_limit: u32,
+    /// `protocol_version`: None finds the server's revision (a `server/discover` probe, then
+    /// `initialize`); a revision pins it (no probe for an initialize-era one, no fallback for
+    /// 2026-07-28).
+    pub protocol_version: Option<crate::mcp::Version>,
     pub transport: Transport,
 }
 
@@ -64,7 +68,8 @@ pub struct OAuthConfig {
     pub scopes: Option<Vec<String>>,
 }
 
-const COMMON: &[&str] = &["type", "enabled", "required", "startup_timeout_ms", "operation_timeout_ms", "restart_limit"];
+const COMMON: &[&str] =
+    &["type", "enabled", "required", "startup_timeout_ms", "operation_timeout_ms", "restart_limit", "protocol_version"];
 const STDIO: &[&str] = &["command", "args", "environment", "env", "cwd"];
 const REMOTE: &[&str] = &["url", "headers", "header_env", "bearer_token_env", "oauth"];
 
@@ -152,6 +157,7 @@ pub(super) fn parse_entry(
         startup_timeout: common.startup_timeout,
         operation_timeout: common.operation_timeout,
         restart_limit: common.restart_limit,
+        protocol_version: common.protocol_version,
         transport,
     })
 }
@@ -162,6 +168,7 @@ struct Common {
     startup_timeout: Duration,
     operation_timeout: Duration,
     restart_limit: u32,
+    protocol_version: Option<crate::mcp::Version>,
 }
 
 /// The longest timeout nod keeps: 30 days. Larger values (up to u64::MAX) mean "as long as
@@ -190,7 +197,20 @@ impl Common {
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or(("restart_limit must be a non-negative integer".to_string(), FIX))?,
         };
+        let protocol_version = match obj.get("protocol_version") {
+            None => None,
+            Some(Value::String(text)) if text == "auto" => None,
+            Some(Value::String(text)) if crate::mcp::Version::parse(text).is_some() => crate::mcp::Version::parse(text),
+            Some(_) => {
+                return Err((
+                    "protocol_version must be \"auto\" or one of 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05"
+                        .to_string(),
+                    "leave it out to let nod find the server's revision",
+                ));
+            }
+        };
         Ok(Common {
+            protocol_version,
             enabled: flag("enabled", true)?,
             required: flag("required", false)?,
             startup_timeout: millis("startup_timeout_ms", 30_000)?,

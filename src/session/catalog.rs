@@ -150,6 +150,24 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
         };
         for item in items {
             match check(kind, &item) {
+                Ok(()) if kind == Kind::Tools && session.is_modern() && session.is_remote() => {
+                    // 2026-07-28 over HTTP: a tool whose x-mcp-header markings cannot be
+                    // mirrored into headers is left out (SEP-2243).
+                    match crate::mcp::headers::markings(&item) {
+                        Ok(_) => {
+                            if let Some(why) = tool_problem(&item) {
+                                let name = item["name"].as_str().unwrap_or("").to_string();
+                                listing.unusable.push((name, why));
+                            }
+                            listing.items.push(item);
+                        }
+                        Err(why) => {
+                            let name = crate::util::one_line(item["name"].as_str().unwrap_or(""));
+                            log::warn!("server {}: tool {name} left out: {why}", session.name);
+                            listing.rejected.push(format!("tool {name}: {why}"));
+                        }
+                    }
+                }
                 Ok(()) => {
                     if kind == Kind::Tools
                         && let Some(why) = tool_problem(&item)

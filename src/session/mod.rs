@@ -67,6 +67,33 @@ pub struct Session {
     remote: bool,
 }
 
+/// How long a stdio server has to answer the `server/discover` probe before nod takes it
+/// for an initialize-era server.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the probe says about a server.
+enum Era {
+    Modern,
+    Legacy,
+    /// A stdio server that exited on the probe: start it again and initialize.
+    Respawn,
+}
+
+/// `supportedVersions` of a discover result, or `supported` of a -32022 error's data.
+fn supported(value: &Value) -> Vec<String> {
+    let list = value.get("supportedVersions").or_else(|| value.get("supported")).and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|v| crate::util::one_line(&v.chars().take(20).collect::<String>()))
+        .take(16)
+        .collect()
+}
+
+fn shown_list(versions: &[String]) -> String {
+    if versions.is_empty() { "no revision it names".into() } else { versions.join(", ") }
+}
+
 /// The longest server instructions nod keeps.
 const INSTRUCTIONS_BYTES: usize = 2048;
 
@@ -98,7 +125,11 @@ impl Call {
 }
 
 impl Session {
-    /// Starts the server and runs the handshake, all within `startup_timeout_ms`.
+    /// Starts the server and finds its revision, all within `startup_timeout_ms`: a
+    /// `server/discover` probe at 2026-07-28 first (unless the entry pins an initialize-era
+    /// revision, or is legacy HTTP+SSE), then `initialize` when the answer says the server is
+    /// of the initialize era. A stdio server that exits on the probe is started again and
+    /// initialized.
     pub fn connect(
         engine: &Engine,
         config: &ServerConfig,
@@ -106,6 +137,41 @@ impl Session {
         access: &Access,
     ) -> anyhow::Result<Session> {
         let deadline = Instant::now() + config.startup_timeout;
+        let mut session = Session::open(engine, config, handler.clone(), access)?;
+        let probe = match (&config.transport, config.protocol_version) {
+            (Transport::Sse(_), _) => false,
+            (_, Some(version)) => version.is_modern(),
+            (_, None) => true,
+        };
+        let pinned = config.protocol_version;
+        if !probe {
+            session.initialize(deadline, pinned.unwrap_or(Version::LATEST))?;
+            return Ok(session);
+        }
+        // On failure `session` drops, which closes the connection and reaps the process.
+        match session.discover(deadline, pinned.is_some())? {
+            Era::Modern => Ok(session),
+            Era::Legacy => {
+                session.initialize(deadline, Version::LATEST)?;
+                Ok(session)
+            }
+            Era::Respawn => {
+                drop(session);
+                log::debug!("server {}: exited on server/discover; starting it again for initialize", config.name);
+                let mut session = Session::open(engine, config, handler, access)?;
+                session.initialize(deadline, Version::LATEST)?;
+                Ok(session)
+            }
+        }
+    }
+
+    /// Starts the server's process or HTTP worker; nothing is sent yet.
+    fn open(
+        engine: &Engine,
+        config: &ServerConfig,
+        handler: Arc<dyn InboundHandler>,
+        access: &Access,
+    ) -> anyhow::Result<Session> {
         // Remote headers are resolved before anything starts: a missing variable is a
         // configuration error for this server alone.
         let remote = match &config.transport {
@@ -138,7 +204,7 @@ impl Session {
             }
         };
         engine.attach(conn, &shared, worker);
-        let mut session = Session {
+        Ok(Session {
             engine: engine.clone(),
             conn,
             name: config.name.clone(),
@@ -154,14 +220,115 @@ impl Session {
             client_capabilities: capabilities,
             handshakes: Mutex::new(0),
             remote: is_remote,
-        };
-        // On failure `session` drops here, which closes the connection and reaps the process.
-        session.initialize(deadline)?;
-        Ok(session)
+        })
     }
 
-    fn initialize(&mut self, deadline: Instant) -> anyhow::Result<()> {
-        let mut offer = Version::LATEST;
+    /// The `server/discover` probe and what its outcome says about the server (the research
+    /// note's table): a result listing 2026-07-28 is a modern server (its capabilities,
+    /// instructions and serverInfo are taken from it); -32022 naming 2026-07-28 is asked
+    /// again once; any other JSON-RPC error, a result listing only older revisions, an HTTP
+    /// 400/404/405 without a JSON-RPC answer, or (stdio) silence are the initialize era; a
+    /// stdio server that exits needs a new process. 401/403, 5xx and network errors are not
+    /// evidence of anything: they fail the connection. With `pinned`, only modern will do.
+    fn discover(&mut self, deadline: Instant, pinned: bool) -> anyhow::Result<Era> {
+        self.version = Version::MODERN;
+        self.engine.set_version(self.conn, Version::MODERN);
+        let mut asked_again = false;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let wait = if self.remote || pinned { remaining } else { remaining.min(PROBE_TIMEOUT) };
+            let result = self.request_with(method::DISCOVER, None, wait);
+            let legacy = |why: &str| {
+                log::debug!("server {}: {why}; using initialize", self.name);
+                Ok(Era::Legacy)
+            };
+            match result {
+                Ok(result) => {
+                    let versions = supported(&result);
+                    if versions.iter().any(|v| v == Version::MODERN.as_str()) {
+                        self.adopt_discovery(&result);
+                        return Ok(Era::Modern);
+                    }
+                    if pinned {
+                        anyhow::bail!(
+                            "the server speaks {}, not 2026-07-28 (protocol_version pins it)",
+                            shown_list(&versions)
+                        );
+                    }
+                    return legacy("server/discover lists only initialize-era revisions");
+                }
+                Err(CallError::Rpc(error)) if error.code == -32022 => {
+                    let versions = error.data.as_ref().map(supported).unwrap_or_default();
+                    if versions.iter().any(|v| v == Version::MODERN.as_str()) && !asked_again {
+                        asked_again = true;
+                        continue;
+                    }
+                    if !pinned && versions.iter().any(|v| Version::parse_legacy(v).is_some()) {
+                        return legacy("the server named only initialize-era revisions");
+                    }
+                    return Err(anyhow::Error::new(CallError::Rpc(error)).context(format!(
+                        "no common protocol revision: the server speaks {}, nod speaks 2026-07-28 and {}",
+                        shown_list(&versions),
+                        Version::ALL.map(Version::as_str).join(", ")
+                    )));
+                }
+                Err(CallError::Rpc(error)) if matches!(error.code, -32020 | -32021) => {
+                    return Err(anyhow::Error::new(CallError::Rpc(error)).context("server/discover was refused"));
+                }
+                Err(CallError::Rpc(_)) if !pinned => return legacy("server/discover is unknown to the server"),
+                Err(CallError::Timeout { .. }) if !self.remote && !pinned => {
+                    return legacy("no answer to server/discover");
+                }
+                Err(CallError::Disconnected(_)) if !self.remote && !pinned => return Ok(Era::Respawn),
+                Err(CallError::Transport(cause))
+                    if self.remote && !pinned && matches!(*cause, TransportError::Http { status: 400 | 404 | 405 }) =>
+                {
+                    return legacy("server/discover got an HTTP error without a JSON-RPC answer");
+                }
+                Err(err) => return Err(initialize_error(err, self.startup_timeout).context("server/discover")),
+            }
+        }
+    }
+
+    /// What `initialize` used to say, from a `server/discover` result.
+    fn adopt_discovery(&mut self, result: &Value) {
+        self.capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+        self.server_info = result.pointer("/_meta/io.modelcontextprotocol~1serverInfo").cloned().unwrap_or(Value::Null);
+        self.instructions =
+            result.get("instructions").and_then(Value::as_str).map(|text| truncate(text, INSTRUCTIONS_BYTES));
+    }
+
+    pub fn is_remote(&self) -> bool {
+        self.remote
+    }
+
+    /// Whether the session speaks the stateless revision.
+    pub fn is_modern(&self) -> bool {
+        self.version.is_modern()
+    }
+
+    /// `params` with the 2026-07-28 `_meta` fields added (protocol version, client
+    /// capabilities, client info), the other `_meta` fields (a progress token) kept.
+    fn with_meta(&self, params: Option<String>) -> Option<String> {
+        let mut value = match params.as_deref().map(serde_json::from_str::<Value>) {
+            Some(Ok(Value::Object(map))) => Value::Object(map),
+            _ => json!({}),
+        };
+        let meta = value.as_object_mut().expect("an object").entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(crate::mcp::meta::PROTOCOL_VERSION.into(), json!(self.version.as_str()));
+            meta.insert(crate::mcp::meta::CLIENT_CAPABILITIES.into(), self.client_capabilities.clone());
+            meta.insert(
+                crate::mcp::meta::CLIENT_INFO.into(),
+                json!({ "name": "nod", "version": env!("CARGO_PKG_VERSION") }),
+            );
+        }
+        Some(value.to_string())
+    }
+
+    fn initialize(&mut self, deadline: Instant, first: Version) -> anyhow::Result<()> {
+        self.version = Version::LATEST;
+        let mut offer = first;
         let mut named = false;
         let result = loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -296,6 +463,8 @@ impl Session {
         progress: Option<Value>,
         group: Option<GroupId>,
     ) -> Call {
+        // 2026-07-28: every request says who sends it and at which revision.
+        let params = if self.version.is_modern() { self.with_meta(params) } else { params };
         let policy = progress.clone().map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
         let req = Request { method: method_name, params: params.as_deref(), timeout, progress: policy, group };
         // A method the server never declared is not sent (LC-8).
@@ -314,6 +483,20 @@ impl Session {
             return Some(Err(CallError::Timeout { after, limit: Some(self.limit(call, after)) }));
         }
         if let Ok(value) = &result {
+            // 2026-07-28 results say what they are: no resultType is a complete result (an
+            // older server), an unknown one is not an answer nod can use.
+            match value.get("resultType").and_then(Value::as_str) {
+                None | Some("complete") => {}
+                Some("input_required") => {
+                    return Some(Err(CallError::Invalid {
+                        method: call.method,
+                        why: "asks for input (input_required), which nod cannot give for this request",
+                    }));
+                }
+                Some(_) => {
+                    return Some(Err(CallError::Invalid { method: call.method, why: "has an unknown resultType" }));
+                }
+            }
             return Some(match envelope::check(call.method, value) {
                 Ok(()) => result,
                 Err(why) => Err(CallError::Invalid { method: call.method, why }),

@@ -66,16 +66,20 @@ fn post(
     frame: &[u8],
     session: Option<&str>,
     limit: Option<Duration>,
+    extra: &[(String, String)],
 ) -> Result<Response, NetError> {
     let body = frame.strip_suffix(b"\n").unwrap_or(frame);
     net::follow(&shared.url, |url, method| {
         if method == Method::Get {
             return shared.with_headers(agent.get(url), session).header("Accept", "application/json").call();
         }
-        let req = shared
+        let mut req = shared
             .with_headers(agent.post(url), session)
             .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
+        for (name, value) in extra {
+            req = req.header(name.as_str(), value.as_str());
+        }
         match limit {
             Some(limit) => req.config().timeout_global(Some(limit)).build().send(body),
             None => req.send(body),
@@ -100,12 +104,12 @@ fn challenge(resp: &Response) -> String {
 fn message(shared: &Arc<Shared>, frame: &[u8]) -> bool {
     let Some(agent) = shared.checkout(StreamKey::Poster) else { return false };
     let session = lock(&shared.session).id.clone();
-    let mut answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout));
+    let mut answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout), &[]);
     if let (Ok(resp), Some(credentials)) = (&answer, &shared.credentials)
         && resp.status().as_u16() == 401
         && credentials.unauthorized(&challenge(resp)).is_ok()
     {
-        answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout));
+        answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout), &[]);
     }
     let accepted = match answer {
         Ok(mut resp) if resp.status().is_success() => {
@@ -128,7 +132,7 @@ fn message(shared: &Arc<Shared>, frame: &[u8]) -> bool {
 
 /// One request: POST, then read its answer (JSON or a stream), with credentials and
 /// session expiry handled as the spec says.
-pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]) {
+pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8], extra: &[(String, String)]) {
     let key = StreamKey::Request(id);
     let mut auth_retried = false;
     let mut step_ups = 0;
@@ -136,7 +140,7 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]
         let Some(agent) = shared.checkout(key) else { return };
         let sent = lock(&shared.session).clone();
         let session = if is_init { None } else { sent.id.clone() };
-        let resp = match post(shared, &agent, frame, session.as_deref(), None) {
+        let resp = match post(shared, &agent, frame, session.as_deref(), None, extra) {
             Ok(resp) => resp,
             Err(err) => {
                 if !shared.is_cancelled(key) {
@@ -181,7 +185,7 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]
                 let body = small_body(resp);
                 // A newer server answers with a JSON-RPC error; pass it on instead of
                 // falling back to the legacy transport.
-                if deliver_body(shared, &body) {
+                if deliver_body(shared, &body, id) {
                     return;
                 }
                 log::info!(
@@ -194,7 +198,7 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]
             }
             _ => {
                 let body = small_body(resp);
-                if !deliver_body(shared, &body) {
+                if !deliver_body(shared, &body, id) {
                     shared.fail(id, TransportError::Http { status });
                 }
             }
@@ -227,10 +231,16 @@ fn small_body(mut resp: Response) -> Vec<u8> {
     resp.body_mut().with_config().limit(64 * 1024).read_to_vec().unwrap_or_default()
 }
 
-/// Delivers a body if it is a JSON-RPC answer (a newer server's error, say).
-fn deliver_body(shared: &Shared, body: &[u8]) -> bool {
+/// Delivers a body if it is the JSON-RPC answer to request `id` (a newer server's error,
+/// say). An error without that id (a server that did not read the request) is not.
+fn deliver_body(shared: &Shared, body: &[u8], id: u64) -> bool {
     match jsonrpc::decode(body, true) {
-        Ok(msgs) if !msgs.is_empty() && msgs.iter().all(|m| matches!(m, Message::Response { .. })) => {
+        Ok(msgs)
+            if !msgs.is_empty()
+                && msgs.iter().all(
+                    |m| matches!(m, Message::Response { id: Some(answered), .. } if answered.as_u64() == Some(id)),
+                ) =>
+        {
             shared.deliver(msgs, false);
             true
         }

@@ -100,9 +100,16 @@ fn http_every_request_after_initialize_carries_the_version_and_session_headers()
     call(&env, "echo").code(0).within(10.0).stdout_has("called echo");
     let requests = fx.requests();
     let wire = fx.summary();
-    let init = &requests[0];
+    // First the 2026-07-28 probe, which this 2025-11-25 server does not know.
+    let probe = &requests[0];
+    assert_eq!(probe.rpc(), Some("server/discover"), "{wire:#?}");
+    assert_eq!(probe.header("mcp-protocol-version"), Some("2026-07-28"), "{wire:#?}");
+    assert_eq!(probe.header("mcp-method"), Some("server/discover"), "{wire:#?}");
+    assert_eq!(probe.json["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    let init = &requests[1];
     assert_eq!(init.rpc(), Some("initialize"), "{wire:#?}");
     assert_eq!(init.header("mcp-session-id"), None, "{wire:#?}");
+    assert_eq!(init.header("mcp-protocol-version"), None, "{wire:#?}");
     let seen = |m: &str, rpc: Option<&str>| requests.iter().any(|r| r.method == m && r.rpc() == rpc);
     assert!(seen("POST", Some("notifications/initialized")), "{wire:#?}");
     assert!(seen("GET", None), "no standalone GET: {wire:#?}");
@@ -113,7 +120,7 @@ fn http_every_request_after_initialize_carries_the_version_and_session_headers()
             assert_eq!(r.header("accept"), Some(ACCEPT_BOTH), "{} {wire:#?}", r.index);
             assert!(r.header("content-type").is_some_and(|t| t.starts_with("application/json")), "{wire:#?}");
         }
-        if r.index == 0 {
+        if r.index <= 1 {
             continue;
         }
         assert_eq!(r.header("mcp-protocol-version"), Some(VERSION), "request {} {wire:#?}", r.index);
@@ -482,8 +489,9 @@ fn http_secrets_a_server_echoes_back_are_never_printed() {
 fn http_303_after_a_post_is_followed_with_get() {
     let fx = Fixture::start(|req| match (req.method.as_str(), req.rpc()) {
         ("POST", Some("tools/call")) => Reply::status(303).header("Location", "/answers/1"),
+        // The call is the fourth request: server/discover, initialize, tools/list, tools/call.
         ("GET", _) if req.path == "/answers/1" => Reply::json(&json!({
-            "jsonrpc": "2.0", "id": 3, "result": { "content": [{ "type": "text", "text": "seen other" }] },
+            "jsonrpc": "2.0", "id": 4, "result": { "content": [{ "type": "text", "text": "seen other" }] },
         })),
         _ => standard(req),
     });
@@ -523,7 +531,7 @@ fn http_a_stream_closed_after_every_event_is_resumed_as_long_as_it_progresses() 
                     "params": { "progressToken": 3, "progress": n } });
                 Reply::sse(&[format!("id: e{n}\nretry: 10\ndata: {progress}\n\n")])
             } else {
-                let answer = json!({ "jsonrpc": "2.0", "id": 3, "result": { "content": [{ "type": "text", "text": "done after 8" }] } });
+                let answer = json!({ "jsonrpc": "2.0", "id": 4, "result": { "content": [{ "type": "text", "text": "done after 8" }] } });
                 Reply::sse(&[format!("id: e{n}\ndata: {answer}\n\n")])
             }
         }
@@ -589,7 +597,8 @@ fn http_legacy_sse_server_is_found_after_a_404_to_initialize() {
     call(&env, "echo").code(0).within(10.0).stdout_has("legacy ok");
     let requests = fx.requests();
     let wire = fx.summary();
-    assert_eq!((requests[0].method.as_str(), requests[0].rpc()), ("POST", Some("initialize")), "{wire:#?}");
+    assert_eq!((requests[0].method.as_str(), requests[0].rpc()), ("POST", Some("server/discover")), "{wire:#?}");
+    assert_eq!((requests[1].method.as_str(), requests[1].rpc()), ("POST", Some("initialize")), "{wire:#?}");
     let get = requests.iter().find(|r| is_get(r)).unwrap_or_else(|| panic!("no GET: {wire:#?}"));
     assert_eq!(get.path, "/mcp", "{wire:#?}");
     assert!(get.header("accept").is_some_and(|a| a.contains("text/event-stream")), "{wire:#?}");
@@ -599,7 +608,7 @@ fn http_legacy_sse_server_is_found_after_a_404_to_initialize() {
         [Some("initialize"), Some("notifications/initialized"), Some("tools/list"), Some("tools/call")],
         "{wire:#?}"
     );
-    assert_eq!(requests.iter().filter(|r| r.method == "POST" && r.path == "/mcp").count(), 1, "{wire:#?}");
+    assert_eq!(requests.iter().filter(|r| r.method == "POST" && r.path == "/mcp").count(), 2, "{wire:#?}");
 }
 
 #[test]

@@ -68,6 +68,7 @@ fn fixture_config(env: &Env, restart_limit: u32) -> nod::config::ServerConfig {
         startup_timeout: Duration::from_secs(10),
         operation_timeout: Duration::from_secs(10),
         restart_limit,
+        protocol_version: None,
         transport: Transport::Stdio(StdioConfig {
             argv: vec![FIXTURE.into(), "--record".into(), record],
             env: vec![],
@@ -204,6 +205,7 @@ fn connect_shutdown_cycles_leak_nothing() {
         startup_timeout: Duration::from_secs(10),
         operation_timeout: Duration::from_secs(10),
         restart_limit: 0,
+        protocol_version: None,
         transport: Transport::Stdio(StdioConfig { argv: vec![FIXTURE.into()], env: vec![], cwd: None }),
     };
     let engine = nod::dispatch::Engine::start();
