@@ -54,6 +54,12 @@ impl PendingCall {
         PendingCall { id, updates, gone: crossbeam_channel::never() }
     }
 
+    /// A call whose updates another thread sends (a 2026-07-28 request retried after the
+    /// input it asked for).
+    pub fn relayed(id: CallId, updates: Receiver<CallUpdate>) -> PendingCall {
+        PendingCall { id, updates, gone: crossbeam_channel::never() }
+    }
+
     pub fn updates(&self) -> &Receiver<CallUpdate> {
         &self.updates
     }

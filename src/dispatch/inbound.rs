@@ -25,21 +25,45 @@ pub struct ServerRequest {
 /// is unbounded). Dropping it unanswered sends an internal error, so a server never waits
 /// forever.
 pub struct Responder {
-    commands: Sender<Command>,
-    conn: ConnId,
+    to: Target,
     id: Option<Value>,
     /// Set when the server cancels its own request (CAN-5): nod no longer answers or acts.
     cancelled: Arc<AtomicBool>,
 }
 
+/// Where an answer goes.
+enum Target {
+    /// To the server, through the dispatcher.
+    Server { commands: Sender<Command>, conn: ConnId },
+    /// Back to nod itself: an input request inside a 2026-07-28 result, whose answer rides on
+    /// the retried request.
+    Local(Sender<Result<Value, ResponseError>>),
+}
+
 impl Responder {
     pub(super) fn new(commands: Sender<Command>, conn: ConnId, id: Value, cancelled: Arc<AtomicBool>) -> Responder {
-        Responder { commands, conn, id: Some(id), cancelled }
+        Responder { to: Target::Server { commands, conn }, id: Some(id), cancelled }
+    }
+
+    /// A responder whose answer comes back on `answers`.
+    pub fn local(answers: Sender<Result<Value, ResponseError>>, cancelled: Arc<AtomicBool>) -> Responder {
+        Responder { to: Target::Local(answers), id: Some(Value::Null), cancelled }
     }
 
     pub fn respond(mut self, result: Result<Value, ResponseError>) {
         if let Some(id) = self.id.take() {
-            let _ = self.commands.send(Command::Respond { conn: self.conn, id, result });
+            self.send(id, result);
+        }
+    }
+
+    fn send(&self, id: Value, result: Result<Value, ResponseError>) {
+        match &self.to {
+            Target::Server { commands, conn } => {
+                let _ = commands.send(Command::Respond { conn: *conn, id, result });
+            }
+            Target::Local(answers) => {
+                let _ = answers.send(result);
+            }
         }
     }
 
@@ -53,7 +77,7 @@ impl Drop for Responder {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
             let error = ResponseError::new(jsonrpc::INTERNAL_ERROR, "the request was dropped without an answer");
-            let _ = self.commands.send(Command::Respond { conn: self.conn, id, result: Err(error) });
+            self.send(id, Err(error));
         }
     }
 }

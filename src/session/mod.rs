@@ -64,8 +64,14 @@ pub struct Session {
     client_capabilities: Value,
     /// Remote sessions: the generation after the last new handshake (0: none yet).
     handshakes: Mutex<u64>,
+    /// Answers what the server asks: server requests (initialize era) and the input requests
+    /// of 2026-07-28 results.
+    handler: Arc<dyn InboundHandler>,
     remote: bool,
 }
+
+/// Rounds of input one 2026-07-28 request may ask for.
+const MAX_INPUT_ROUNDS: u32 = 10;
 
 /// How long a stdio server has to answer the `server/discover` probe before nod takes it
 /// for an initialize-era server.
@@ -108,9 +114,37 @@ pub struct Call {
     progress: Option<Value>,
     group: Option<GroupId>,
     replayed: bool,
+    /// 2026-07-28: rounds of input given so far, the wire call of the current round, and
+    /// whether the caller cancelled (a pending retry is then never sent).
+    rounds: u32,
+    current: Arc<Mutex<Option<crate::dispatch::CallId>>>,
+    aborted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Call {
+    fn new(
+        pending: PendingCall,
+        method: &'static str,
+        params: Option<String>,
+        timeout: Duration,
+        progress: Option<Value>,
+        group: Option<GroupId>,
+        replayed: bool,
+    ) -> Call {
+        Call {
+            pending,
+            method,
+            params,
+            timeout,
+            progress,
+            group,
+            replayed,
+            rounds: 0,
+            current: Arc::default(),
+            aborted: Arc::default(),
+        }
+    }
+
     pub fn updates(&self) -> &crossbeam_channel::Receiver<CallUpdate> {
         self.pending.updates()
     }
@@ -186,7 +220,7 @@ impl Session {
             Transport::Stdio(_) => None,
         };
         let capabilities = handler.capabilities();
-        let (conn, shared, link) = engine.register(&config.name, handler);
+        let (conn, shared, link) = engine.register(&config.name, handler.clone());
         let is_remote = remote.is_some();
         let started = match (&config.transport, remote) {
             (Transport::Stdio(stdio), _) => {
@@ -219,6 +253,7 @@ impl Session {
             closed: false,
             client_capabilities: capabilities,
             handshakes: Mutex::new(0),
+            handler,
             remote: is_remote,
         })
     }
@@ -442,15 +477,7 @@ impl Session {
         let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } });
         if let Err(why) = admit() {
             let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));
-            return Call {
-                pending,
-                method: method::TOOLS_CALL,
-                params: None,
-                timeout: self.operation_timeout,
-                progress: None,
-                group,
-                replayed: true,
-            };
+            return Call::new(pending, method::TOOLS_CALL, None, self.operation_timeout, None, group, true);
         }
         self.launch(method::TOOLS_CALL, Some(params.to_string()), self.operation_timeout, Some(token), group)
     }
@@ -472,8 +499,9 @@ impl Session {
             Some(capability) => PendingCall::failed(self.engine.next_call(), CallError::NotOffered(capability)),
             None => self.engine.start_call(self.conn, &self.shared, req),
         };
-        let params = if self.remote { params } else { None };
-        Call { pending, method: method_name, params, timeout, progress, group, replayed: false }
+        // Kept for a replay on a new session (remote) or a retry with input (2026-07-28).
+        let params = if self.remote || self.version.is_modern() { params } else { None };
+        Call::new(pending, method_name, params, timeout, progress, group, false)
     }
 
     /// What a finished call means: its result, or `None` when the server had forgotten the
@@ -487,11 +515,12 @@ impl Session {
             // older server), an unknown one is not an answer nod can use.
             match value.get("resultType").and_then(Value::as_str) {
                 None | Some("complete") => {}
+                Some("input_required") if self.version.is_modern() => {
+                    let asked = value.clone();
+                    return self.give_input(call, &asked);
+                }
                 Some("input_required") => {
-                    return Some(Err(CallError::Invalid {
-                        method: call.method,
-                        why: "asks for input (input_required), which nod cannot give for this request",
-                    }));
+                    return Some(Err(CallError::Invalid { method: call.method, why: "has an unknown resultType" }));
                 }
                 Some(_) => {
                     return Some(Err(CallError::Invalid { method: call.method, why: "has an unknown resultType" }));
@@ -552,15 +581,121 @@ impl Session {
     }
 
     pub fn cancel(&self, call: &Call, reason: &str) {
+        call.aborted.store(true, std::sync::atomic::Ordering::SeqCst);
         self.engine.cancel(call.pending.id, reason);
+        if let Some(current) = *call.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            self.engine.cancel(current, reason);
+        }
     }
 
-    /// Why the connection ended, if it ended on its own (not closed by nod).
+    /// A 2026-07-28 `input_required` result (SEP-2322): each of its `inputRequests` goes to
+    /// this connection's handler as an `elicitation/create` would (the same policies and
+    /// surfaces), and once every answer is in, the request is sent again with a new id, the
+    /// answers as `inputResponses` and `requestState` exactly as given. The caller keeps
+    /// waiting on `call.updates()`. At most `MAX_INPUT_ROUNDS` rounds, each within the
+    /// request's timeout.
+    fn give_input(&self, call: &mut Call, asked: &Value) -> Option<Result<Value, CallError>> {
+        let invalid = |why: &'static str| Some(Err(CallError::Invalid { method: call.method, why }));
+        if !matches!(call.method, method::TOOLS_CALL | method::PROMPTS_GET | method::RESOURCES_READ) {
+            return invalid("asks for input, which this method cannot");
+        }
+        if call.rounds >= MAX_INPUT_ROUNDS {
+            return invalid("asked for input more than 10 times");
+        }
+        let requests = asked.get("inputRequests").and_then(Value::as_object);
+        let state = match asked.get("requestState") {
+            None => None,
+            Some(Value::String(state)) => Some(state.clone()),
+            Some(_) => return invalid("has a requestState that is not a string"),
+        };
+        if requests.is_none() && state.is_none() {
+            return invalid("asks for input without inputRequests or requestState");
+        }
+        let Some(base) = call.params.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()) else {
+            return invalid("asks for input on a request nod cannot send again");
+        };
+        let mut waiting = Vec::new();
+        for (key, request) in requests.into_iter().flatten() {
+            let method_name = request.get("method").and_then(Value::as_str).unwrap_or("");
+            if method_name != method::ELICIT {
+                return invalid("asks for input nod does not provide (only elicitation)");
+            }
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let req = crate::dispatch::ServerRequest {
+                server: self.name.clone(),
+                version: Some(self.version),
+                method: method_name.to_string(),
+                params: request.get("params").cloned().unwrap_or_else(|| json!({})),
+            };
+            self.handler.request(req, crate::dispatch::Responder::local(tx, call.aborted.clone()));
+            waiting.push((key.clone(), rx));
+        }
+        call.rounds += 1;
+        let (updates_tx, updates_rx) = crossbeam_channel::unbounded();
+        let (engine, conn, shared) = (self.engine.clone(), self.conn, self.shared.clone());
+        let (method_name, timeout, group, progress) = (call.method, call.timeout, call.group, call.progress.clone());
+        let (current, aborted) = (call.current.clone(), call.aborted.clone());
+        let name = self.name.clone();
+        let spawned = std::thread::Builder::new().name(format!("nod-input:{name}")).spawn(move || {
+            let done = |result: Result<Value, CallError>| {
+                let _ = updates_tx.send(CallUpdate::Done(result));
+            };
+            let deadline = Instant::now() + timeout;
+            let mut responses = serde_json::Map::new();
+            for (key, rx) in waiting {
+                match rx.recv_deadline(deadline) {
+                    Ok(Ok(answer)) => {
+                        responses.insert(key, answer);
+                    }
+                    Ok(Err(error)) => return done(Err(CallError::Rpc(error))),
+                    Err(_) => return done(Err(CallError::Timeout { after: timeout, limit: None })),
+                }
+            }
+            if aborted.load(std::sync::atomic::Ordering::SeqCst) {
+                return done(Err(CallError::Cancelled("the request was cancelled while input was collected".into())));
+            }
+            let mut params = base;
+            if let Some(map) = params.as_object_mut() {
+                map.remove("inputResponses");
+                map.remove("requestState");
+                if !responses.is_empty() {
+                    map.insert("inputResponses".into(), Value::Object(responses));
+                }
+                if let Some(state) = state {
+                    map.insert("requestState".into(), Value::String(state));
+                }
+            }
+            let params = params.to_string();
+            let policy = progress.map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
+            let req = Request { method: method_name, params: Some(&params), timeout, progress: policy, group };
+            let retry = engine.start_call(conn, &shared, req);
+            *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(retry.id);
+            if aborted.load(std::sync::atomic::Ordering::SeqCst) {
+                engine.cancel(retry.id, "cancelled");
+            }
+            loop {
+                match retry.updates().recv() {
+                    Ok(CallUpdate::Done(result)) => return done(result),
+                    Ok(update) => {
+                        let _ = updates_tx.send(update);
+                    }
+                    Err(_) => return done(Err(CallError::Cancelled("nod is shutting down".into()))),
+                }
+            }
+        });
+        if spawned.is_err() {
+            return invalid("could not be answered (no thread)");
+        }
+        call.pending = PendingCall::relayed(call.pending.id, updates_rx);
+        None
+    }
+
     /// Whether the connection is closed, for whatever reason (nod's own close too).
     pub fn is_closed(&self) -> bool {
         self.shared.closed.get().is_some()
     }
 
+    /// Why the connection ended, if it ended on its own (not closed by nod).
     pub fn closed_cause(&self) -> Option<String> {
         let cause = self.shared.closed.get()?;
         (!matches!(**cause, TransportError::ClosedByClient)).then(|| cause.to_string())

@@ -29,6 +29,8 @@ mod guidance;
 mod http_faults;
 /// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
 mod lifecycle;
+/// MCP 2026-07-28: discovery, the stateless wire, input requests, HTTP without sessions.
+mod modern;
 /// OAuth: discovery, PKCE, refresh, step-up, logout and token secrecy against an in-process world.
 mod oauth;
 /// `nod mcp add` and `nod mcp remove`.

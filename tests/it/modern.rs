@@ -1,0 +1,198 @@
+//! MCP 2026-07-28 beside the initialize era: the server/discover probe and what nod makes
+//! of its outcome, the stateless wire (`_meta` on every request, no handshake), input
+//! requests inside results (SEP-2322), and Streamable HTTP without sessions (SEP-2243
+//! headers, x-mcp-header, cancellation by closing the stream). The fixture's 2026 scenarios
+//! over stdio, an in-process HTTP server for the HTTP side.
+
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::http_fixture::{Fixture, Reply, Request, text_result};
+use crate::support::{Env, SERVER, with_method};
+
+fn methods(wire: &[Value]) -> Vec<String> {
+    wire.iter().filter_map(|m| m["method"].as_str()).map(String::from).collect()
+}
+
+fn call(env: &Env, tool: &str, args: &str, extra: &[&str]) -> crate::support::Output {
+    let mut argv = vec!["mcp", "tool", "call", SERVER, tool, args];
+    argv.extend_from_slice(extra);
+    env.nod(argv).timeout(30).run()
+}
+
+#[test]
+fn a_2026_only_server_is_reached_without_initialize_and_every_request_says_its_revision() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "modern-only"], json!({}));
+    call(&env, "echo", r#"{"message":"stateless"}"#, &[]).code(0).within(10.0).stdout_has("stateless");
+    let wire = env.wire();
+    assert_eq!(methods(&wire), ["server/discover", "tools/list", "tools/call"], "{wire:#?}");
+    for request in &wire {
+        let meta = &request["params"]["_meta"];
+        assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28", "{request}");
+        assert!(meta["io.modelcontextprotocol/clientCapabilities"].is_object(), "{request}");
+        assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "nod", "{request}");
+    }
+    assert!(wire[2]["params"]["_meta"]["progressToken"].is_number(), "the progress token stays: {}", wire[2]);
+    let health = env.nod(["mcp", "list", "--connect", "--json"]).run();
+    health.code(0);
+    let server = &health.json()["servers"][0];
+    assert_eq!(server["protocol_version"], "2026-07-28", "{server}");
+    assert_eq!(server["server_version"], "2.0.0", "serverInfo comes from the discover result: {server}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_dual_era_server_is_spoken_to_in_2026_and_a_pin_keeps_the_initialize_era() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "modern"], json!({}));
+    call(&env, "echo", r#"{"message":"x"}"#, &[]).code(0);
+    assert!(!methods(&env.wire()).contains(&"initialize".to_string()), "{:#?}", env.wire());
+    std::fs::remove_file(env.record_path()).unwrap();
+    env.fixture(&["--scenario", "modern"], json!({ "protocol_version": "2025-11-25" }));
+    call(&env, "echo", r#"{"message":"x"}"#, &[]).code(0);
+    let wire = env.wire();
+    assert_eq!(methods(&wire)[..2], ["initialize", "notifications/initialized"], "no probe when pinned: {wire:#?}");
+    assert!(wire.iter().all(|m| m["params"]["_meta"].get("io.modelcontextprotocol/protocolVersion").is_none()));
+}
+
+#[test]
+fn an_initialize_era_server_is_initialized_after_the_probe_even_one_that_exits_on_it() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "exit-before-init-request"], json!({}));
+    call(&env, "echo", r#"{"message":"again"}"#, &[]).code(0).within(10.0).stdout_has("again");
+    let wire = env.wire();
+    assert_eq!(methods(&wire)[..3], ["server/discover", "initialize", "notifications/initialized"], "{wire:#?}");
+    env.assert_no_leftovers();
+    // Pinned to 2026-07-28, an initialize-era server is an error that says so.
+    env.fixture(&[], json!({ "protocol_version": "2026-07-28" }));
+    call(&env, "echo", r#"{"message":"x"}"#, &[]).code(2).stderr_line_has(&["server fx", "server/discover"]);
+    // A value nod does not know is a configuration error naming the field.
+    env.fixture(&[], json!({ "protocol_version": "2027-01-01" }));
+    call(&env, "echo", r#"{"message":"x"}"#, &[]).code(2).stderr_has("protocol_version must be");
+}
+
+#[test]
+fn input_required_is_answered_and_the_request_sent_again_with_a_new_id_and_the_state_as_given() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "modern-only"], json!({}));
+    let out = call(&env, "elicit", "{}", &["--elicit-answer", r#"{"name":"Ada"}"#]);
+    out.code(0).within(10.0).stdout_has(r#"{"action":"accept","content":{"name":"Ada"}}"#);
+    let wire = env.wire();
+    let calls = with_method(&wire, "tools/call");
+    assert_eq!(calls.len(), 2, "{wire:#?}");
+    assert_ne!(calls[0]["id"], calls[1]["id"], "the retry has a new id");
+    assert!(calls[0]["params"].get("inputResponses").is_none());
+    assert_eq!(
+        calls[1]["params"]["inputResponses"]["name"],
+        json!({ "action": "accept", "content": { "name": "Ada" } })
+    );
+    assert_eq!(calls[1]["params"]["requestState"], "{\"round\": 1, \"note\": \"opaque\"}", "verbatim");
+    assert_eq!(calls[1]["params"]["name"], "elicit");
+    // The same policies as for elicitation/create: decline is sent back as the answer.
+    std::fs::remove_file(env.record_path()).unwrap();
+    call(&env, "elicit", "{}", &["--elicit", "decline"]).code(0).stdout_has(r#"{"action":"decline"}"#);
+    // Nobody to ask (no terminal, no policy): input required, and no retry goes out.
+    std::fs::remove_file(env.record_path()).unwrap();
+    let out = env.nod(["mcp", "tool", "call", SERVER, "elicit", "{}", "--json"]).timeout(30).run();
+    out.code(3).within(10.0);
+    assert_eq!(with_method(&env.wire(), "tools/call").len(), 1, "{:#?}", env.wire());
+}
+
+/// A 2026-07-28 Streamable HTTP server: one POST per request, no session; `tools/list` offers
+/// a tool with x-mcp-header markings and one whose markings are invalid; `hang` never answers.
+fn modern_http(first_refused: bool) -> Fixture {
+    let refused = AtomicUsize::new(0);
+    Fixture::start(move |req: &Request| {
+        if req.method != "POST" {
+            return Reply::status(405);
+        }
+        let version = req.json["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].clone();
+        if req.header("mcp-protocol-version") != version.as_str() || version.is_null() {
+            return error(req, 400, -32020, "header mismatch");
+        }
+        // The first request is refused as an unsupported version (the conformance mock does).
+        if first_refused && refused.fetch_add(1, Ordering::SeqCst) == 0 {
+            let data = json!({ "supported": ["2026-07-28"], "requested": version });
+            return Reply::json(&json!({ "jsonrpc": "2.0", "id": req.id(),
+                "error": { "code": -32022, "message": "unsupported", "data": data } }))
+            .code(400);
+        }
+        match req.rpc() {
+            Some("server/discover") => Reply::result(
+                req,
+                json!({ "resultType": "complete", "supportedVersions": ["2026-07-28"],
+                    "capabilities": { "tools": {} }, "_meta": { "io.modelcontextprotocol/serverInfo": { "name": "web26", "version": "1" } },
+                    "ttlMs": 0, "cacheScope": "private" }),
+            ),
+            Some("tools/list") => Reply::result(
+                req,
+                json!({ "resultType": "complete", "tools": [
+                    { "name": "lookup", "inputSchema": { "type": "object", "properties": {
+                        "region": { "type": "string", "x-mcp-header": "Region" },
+                        "count": { "type": "integer", "x-mcp-header": "Count" },
+                        "note": { "type": "string", "x-mcp-header": "Note" },
+                        "query": { "type": "string" } } } },
+                    { "name": "broken", "inputSchema": { "type": "object", "properties": {
+                        "a": { "type": "string", "x-mcp-header": "My Field" } } } },
+                    { "name": "hang", "inputSchema": { "type": "object" } },
+                ] }),
+            ),
+            Some("tools/call") if req.json["params"]["name"] == "hang" => Reply::sse(&[": keep-alive\n\n"]).hold(),
+            Some("tools/call") => Reply::result(req, text_result("looked up")),
+            _ => error(req, 404, -32601, "no such method"),
+        }
+    })
+}
+
+fn error(req: &Request, status: u16, code: i64, message: &str) -> Reply {
+    Reply::json(&json!({ "jsonrpc": "2.0", "id": req.id(), "error": { "code": code, "message": message } }))
+        .code(status)
+}
+
+fn http_profile(env: &Env, fx: &Fixture) {
+    env.profile(json!({ "mcp": { SERVER: { "type": "http", "url": fx.url("/mcp") } } }));
+}
+
+#[test]
+fn over_http_every_post_carries_the_2026_headers_and_marked_arguments() {
+    let fx = modern_http(true);
+    let env = Env::new();
+    http_profile(&env, &fx);
+    let args = r#"{"region":"us-west1","count":42,"note":" padded ","query":"q"}"#;
+    call(&env, "lookup", args, &[]).code(0).within(10.0).stdout_has("looked up");
+    let requests = fx.requests();
+    let wire = fx.summary();
+    assert!(requests.iter().all(|r| r.method == "POST"), "no GET, no DELETE: {wire:#?}");
+    assert!(requests.iter().all(|r| r.header("mcp-session-id").is_none()), "{wire:#?}");
+    let rpcs: Vec<&str> = requests.iter().filter_map(|r| r.rpc()).collect();
+    assert_eq!(rpcs, ["server/discover", "server/discover", "tools/list", "tools/call"], "asked again after -32022");
+    for r in &requests {
+        assert_eq!(r.header("mcp-protocol-version"), Some("2026-07-28"), "{wire:#?}");
+        assert_eq!(r.header("mcp-method"), r.rpc(), "{wire:#?}");
+    }
+    let call = &requests[3];
+    assert_eq!(call.header("mcp-name"), Some("lookup"));
+    assert_eq!(call.header("mcp-param-region"), Some("us-west1"));
+    assert_eq!(call.header("mcp-param-count"), Some("42"));
+    assert_eq!(call.header("mcp-param-note"), Some("=?base64?IHBhZGRlZCA=?="));
+    assert_eq!(call.header("mcp-param-query"), None, "only marked arguments");
+    // The tool with an invalid marking is left out, with a warning that names it.
+    let listed = env.nod(["mcp", "tool", "list", SERVER]).timeout(30).run();
+    listed.code(0).stdout_has("lookup").stdout_lacks("broken").stderr_has("broken");
+}
+
+#[test]
+fn over_http_a_2026_call_is_cancelled_by_closing_its_stream() {
+    let fx = modern_http(false);
+    let env = Env::new();
+    env.profile(json!({ "mcp": { SERVER: { "type": "http", "url": fx.url("/mcp"), "operation_timeout_ms": 1000 } } }));
+    call(&env, "hang", "{}", &[]).code(2).within(15.0).stderr_has("operation_timeout_ms");
+    let hang = fx.rpc("tools/call")[0].index;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while fx.finished_at(hang).is_none() {
+        assert!(std::time::Instant::now() < deadline, "the stream was never closed: {:#?}", fx.summary());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(fx.rpc("notifications/cancelled").is_empty(), "no cancel POST in 2026: {:#?}", fx.summary());
+}
