@@ -63,22 +63,26 @@ impl OAuth {
         let redirect_uri = callback.redirect_uri.clone();
         let query = callback.wait(&state, browser.pasted())?;
         let get = |key: &str| flow::get(&query, key);
+        // RFC 9207 first: a callback from another issuer is not acted on, nor is its error
+        // shown. The comparison is exact (no trailing-slash or case normalisation); when the
+        // server advertises authorization_response_iss_parameter_supported, iss must be there.
+        match get("iss") {
+            Some(iss) if iss != server.issuer => bail!(
+                "the callback names another issuer than the authorization server's ({} instead of {}); refusing it",
+                shown(&iss),
+                shown(&server.issuer)
+            ),
+            None if server.iss_in_response => bail!(
+                "the callback has no iss, which this authorization server promises (authorization_response_iss_parameter_supported); refusing it"
+            ),
+            _ => {}
+        }
         if let Some(error) = get("error") {
             let description = get("error_description").map(|d| format!(": {}", shown(&d))).unwrap_or_default();
             bail!("the authorization server answered {}{description}", shown(&error));
         }
         if get("state").as_deref() != Some(state.as_str()) {
             bail!("the callback's state does not match; the authorization was not completed");
-        }
-        // RFC 9207: a callback that names an issuer must name this one; no override.
-        if let Some(iss) = get("iss")
-            && iss.trim_end_matches('/') != server.issuer.trim_end_matches('/')
-        {
-            bail!(
-                "the callback names another issuer than the authorization server's ({} instead of {}); refusing it",
-                shown(&iss),
-                shown(&server.issuer)
-            );
         }
         let code = get("code").ok_or_else(|| anyhow!("the callback has no code"))?;
         let mut form = vec![

@@ -138,6 +138,9 @@ pub struct Server {
     pub auth_methods: Vec<String>,
     pub cimd: bool,
     pub scopes_supported: Vec<String>,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207): a callback without `iss`
+    /// is then refused.
+    pub iss_in_response: bool,
 }
 
 pub fn parse_server(doc: &Value, expected_issuer: Option<&str>) -> anyhow::Result<Server> {
@@ -152,8 +155,10 @@ pub fn parse_server(doc: &Value, expected_issuer: Option<&str>) -> anyhow::Resul
             .collect()
     };
     let issuer = text("issuer").ok_or_else(|| anyhow!("the authorization server metadata has no issuer"))?;
+    // Exactly the string the metadata was fetched for: no trailing-slash, case or port
+    // normalisation (RFC 8414 section 3.3).
     if let Some(expected) = expected_issuer
-        && issuer.trim_end_matches('/') != expected.trim_end_matches('/')
+        && issuer != expected
     {
         bail!(
             "the authorization server metadata names another issuer than the one it was fetched for ({} instead of {}); refusing it",
@@ -177,6 +182,8 @@ pub fn parse_server(doc: &Value, expected_issuer: Option<&str>) -> anyhow::Resul
         auth_methods: list("token_endpoint_auth_methods_supported"),
         cimd: doc.get("client_id_metadata_document_supported").and_then(Value::as_bool).unwrap_or(false),
         scopes_supported: list("scopes_supported"),
+        iss_in_response: doc.get("authorization_response_iss_parameter_supported").and_then(Value::as_bool)
+            == Some(true),
     })
 }
 

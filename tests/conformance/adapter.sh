@@ -43,7 +43,14 @@ else
   (while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done; rm -rf "$home") </dev/null >/dev/null 2>&1 &
 fi
 export NOD_HOME="$home"
-printf '{"mcp": {"test": {"type": "http", "url": "%s"}}}\n' "$url" >"$NOD_HOME/mcp.json"
+# The revision the scenario runs at decides the lifecycle (the harness's README): a 2026-07-28
+# run pins the stateless revision; an older one pins the initialize era, so no server/discover
+# probe reaches the 2025 mocks (their raw-HTTP scenarios would count it against nod).
+case "${MCP_CONFORMANCE_PROTOCOL_VERSION:-}" in
+  2026-*) pin="2026-07-28" ;;
+  *) pin="2025-11-25" ;;
+esac
+printf '{"mcp": {"test": {"type": "http", "url": "%s", "protocol_version": "%s"}}}\n' "$url" "$pin" >"$NOD_HOME/mcp.json"
 chmod 600 "$NOD_HOME/mcp.json"
 
 # A nod step that is not the last one (the last is exec'd): forward SIGTERM/SIGINT to it so
@@ -177,9 +184,59 @@ case "$scenario" in
         oauth=$(printf '{"client_id": "%s", "client_secret_env": "NOD_CONFORMANCE_SECRET"}' "$client_id")
         ;;
     esac
-    printf '{"mcp": {"test": {"type": "http", "url": "%s", "oauth": %s}}}\n' "$url" "$oauth" >"$NOD_HOME/mcp.json"
+    printf '{"mcp": {"test": {"type": "http", "url": "%s", "protocol_version": "%s", "oauth": %s}}}\n' "$url" "$pin" "$oauth" >"$NOD_HOME/mcp.json"
     step "$nod" mcp auth test
     exec "$nod" mcp tool call test test-tool '{}' </dev/null
+    ;;
+  request-metadata)
+    # 2026-07-28 (SEP-2575). The mock refuses the first POST with -32022 whatever it carries,
+    # then answers server/discover (declaring no capabilities) and checks every POST's
+    # MCP-Protocol-Version header and _meta. Connecting is the whole exchange.
+    exec "$nod" mcp list --connect </dev/null
+    ;;
+  http-standard-headers)
+    # 2026-07-28 (SEP-2243). The mock checks Mcp-Method on every request and Mcp-Name on
+    # tools/call, resources/read and prompts/get (the raw name or URI): list and use each kind.
+    step "$nod" mcp tool list test
+    step "$nod" mcp tool call test test_headers '{}' || true
+    step "$nod" mcp resource list test
+    step "$nod" mcp resource read test 'file:///path/to/file%20name.txt' || true
+    step "$nod" mcp prompt list test
+    exec "$nod" mcp prompt get test test_prompt </dev/null
+    ;;
+  http-custom-headers)
+    # 2026-07-28 (SEP-2243). MCP_CONFORMANCE_CONTEXT.toolCalls gives the calls to make; the
+    # mock checks the Mcp-Param-* headers nod derives from the tools' x-mcp-header markings.
+    calls="$(printf '%s' "${MCP_CONFORMANCE_CONTEXT:-{\}}" | "${NOD_CONFORMANCE_NODE:-node}" -e '
+      let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+        for (const c of JSON.parse(s).toolCalls || []) console.log(c.name + "\t" + JSON.stringify(c.arguments || {}));
+      });')"
+    [ -n "$calls" ] || { echo "adapter: no toolCalls in MCP_CONFORMANCE_CONTEXT" >&2; exit 1; }
+    while IFS=$'\t' read -r name args; do
+      step "$nod" mcp tool call test "$name" "$args"
+    done <<<"$calls"
+    exit 0
+    ;;
+  http-invalid-tool-headers)
+    # 2026-07-28 (SEP-2243). Tools with invalid x-mcp-header markings must not be offered, and
+    # the valid one must be called: call every tool nod lists.
+    step "$nod" mcp tool list test --json >"$NOD_HOME/tools.json"
+    names="$("${NOD_CONFORMANCE_NODE:-node}" -e '
+      const tools = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).tools || [];
+      for (const t of tools) console.log(t.name);' "$NOD_HOME/tools.json")"
+    while read -r name; do
+      [ -z "$name" ] || step "$nod" mcp tool call test "$name" '{"region": "us-west1"}'
+    done <<<"$names"
+    exit 0
+    ;;
+  sep-2322-client-request-state)
+    # 2026-07-28 (SEP-2322). Four tools: two answer input_required with a form (confirmed:
+    # boolean) and nod must retry with a new id, the answers and the requestState verbatim
+    # (or none); one is unrelated; one has no resultType (complete: no retry).
+    for tool in test_mrtr_echo_state test_mrtr_unrelated test_mrtr_no_state test_mrtr_no_result_type; do
+      step "$nod" mcp tool call test "$tool" '{}' --elicit-answer '{"confirmed": true}'
+    done
+    exit 0
     ;;
   *)
     # A scenario this adapter does not know yet: connect and list tools. Add a case above with

@@ -3,7 +3,9 @@
 # nod, one scenario at a time, and decide pass/fail from each scenario's checks.json.
 #
 # Each harness version is a "set": tests/conformance/sets/<version>/ holds its package.json (the
-# pin), scenarios.txt and expected-failures.txt. The set's name is the harness version.
+# pin), scenarios.txt and expected-failures.txt. The set's name is the harness version, or
+# <version>+<label> for a second list of scenarios on the same harness (0.2.0-alpha.12+2026-07-28:
+# the scenarios of MCP 2026-07-28), whose package.json is a copy of the set <version>'s.
 #
 #   bash tests/conformance/run.sh                        # every set (same as `all`)
 #   bash tests/conformance/run.sh 0.2.0-alpha.12         # one set, its scenarios.txt
@@ -245,11 +247,13 @@ run_set() {
 
   local want_conformance dest harness
   want_conformance="$(pinned "$dir/package.json" @modelcontextprotocol/conformance)"
-  if [ "$want_conformance" != "$set" ]; then
+  # A set named <version>+<revision> runs the harness <version> (installed once, shared with
+  # the set <version>, whose package.json it copies) at another protocol revision.
+  if [ "$want_conformance" != "${set%%+*}" ]; then
     set_failed "$set" "$count" "$dir/package.json pins @modelcontextprotocol/conformance '$want_conformance', not the set's version"
     return
   fi
-  dest="$cache/harness-$set"
+  dest="$cache/harness-${set%%+*}"
   harness="$dest/node_modules/@modelcontextprotocol/conformance/dist/index.js"
   if ! ensure_installed "$dir/package.json" "$dest" "$harness"; then
     set_failed "$set" "$count" "@modelcontextprotocol/conformance@$set is not installed in $dest"
@@ -313,10 +317,13 @@ run_set() {
       && why+=("the harness skipped it: not applicable at --spec-version $spec")
     grep -q 'Client timed out' "$out/harness.err" && why+=("client timed out after ${timeout_ms}ms")
     code="$(sed -n 's/.*Client exited with code \(-\{0,1\}[0-9]*\).*/\1/p' "$out/harness.err" | head -n1)"
-    # Two scenarios expect the client to give up (allowClientError in the harness): refusing
-    # metadata for another resource, and stopping after three authorizations.
+    # Scenarios that expect the client to give up (allowClientError in the harness): refusing
+    # metadata for another resource, stopping after three authorizations, and (2026-07-28)
+    # refusing a callback whose iss is missing, wrong or normalised, and AS metadata that names
+    # another issuer.
     case "$name" in
-      auth/scope-retry-limit | auth/resource-mismatch) code="" ;;
+      auth/scope-retry-limit | auth/resource-mismatch | auth/iss-supported-missing | auth/iss-wrong-issuer \
+        | auth/iss-unexpected | auth/iss-normalized | auth/metadata-issuer-mismatch) code="" ;;
     esac
     [ -n "$code" ] && why+=("client exit $code")
     [ -n "$checks" ] || why+=("no checks.json")

@@ -33,6 +33,8 @@ struct Knobs {
     pkce_advertised: bool,
     /// The callback's `iss`: the real issuer when None.
     iss: Option<String>,
+    /// The callback carries no `iss` at all.
+    omit_iss: bool,
     wrong_state: bool,
     refresh_fails: bool,
     /// tools/call needs these scopes (else 403 insufficient_scope); `always_forbid`: always 403.
@@ -64,6 +66,7 @@ impl Default for Knobs {
             metadata_issuer: None,
             pkce_advertised: true,
             iss: None,
+            omit_iss: false,
             wrong_state: false,
             refresh_fails: false,
             need_scope: None,
@@ -366,7 +369,10 @@ fn handle(base: &str, k: &Knobs, b: &mut Books, req: &Request) -> Reply {
             let code = format!("code-{}", b.codes.len() + 1);
             b.codes.insert(code.clone(), (get("code_challenge"), get("redirect_uri"), get("scope")));
             let iss = k.iss.clone().unwrap_or_else(|| issuer.clone());
-            let location = format!("{}?code={code}&state={}&iss={}", get("redirect_uri"), encode(&state), encode(&iss));
+            let mut location = format!("{}?code={code}&state={}", get("redirect_uri"), encode(&state));
+            if !k.omit_iss {
+                location.push_str(&format!("&iss={}", encode(&iss)));
+            }
             Reply::status(302).header("Location", &location)
         }
         ("POST", "/token") => match &k.token_error {
@@ -583,6 +589,26 @@ fn oauth_callback_from_another_issuer_is_refused_before_the_token_request() {
     out.code(2).within(10.0).stderr_line_has(&["server srv", "callback names another issuer", "refusing"]);
     assert_eq!(w.seen(0, "/authorize").len(), 1, "{}", w.wire());
     assert!(w.seen(0, "/token").is_empty(), "{}", w.wire());
+}
+
+#[test]
+fn oauth_issuers_compare_exactly_and_a_promised_iss_must_be_there() {
+    // The issuer with a slash added is another issuer (RFC 9207: no normalisation).
+    let w = World::new(|_| {});
+    let slashed = format!("{}/", w.issuer());
+    w.set(|k| k.iss = Some(slashed));
+    w.auth().code(2).within(10.0).stderr_line_has(&["server srv", "callback names another issuer"]);
+    assert!(w.seen(0, "/token").is_empty(), "{}", w.wire());
+    // authorization_response_iss_parameter_supported: a callback without iss is refused.
+    let w = World::new(|k| {
+        k.omit_iss = true;
+        k.metadata.push(("authorization_response_iss_parameter_supported", json!(true)));
+    });
+    w.auth().code(2).within(10.0).stderr_line_has(&["server srv", "callback has no iss"]);
+    assert!(w.seen(0, "/token").is_empty(), "{}", w.wire());
+    // Without that promise, no iss is fine.
+    let w = World::new(|k| k.omit_iss = true);
+    w.auth().code(0).within(10.0);
 }
 
 /// Any local process can reach the callback listener: a redirect with another state is
