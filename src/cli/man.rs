@@ -205,6 +205,7 @@ pub fn man(page: Page) -> String {
     }
     if mcp {
         paragraphs(&mut out, "PROFILE", prose::PROFILE);
+        paragraphs(&mut out, "PROTOCOL REVISIONS", prose::REVISIONS);
         paragraphs(&mut out, "AUTHENTICATION", prose::AUTH);
         paragraphs(&mut out, "PROJECT SERVERS AND TRUST", prose::PROJECT);
     }

@@ -178,9 +178,14 @@ fn an_http_entry_falls_back_to_legacy_sse() {
         .stdout_has("Echo: fallback");
 }
 
-fn check_python(env: &Env) {
+/// The Python SDK server's whole surface; `protocol`: the revision health must show (the SDK
+/// is dual-era: nod finds 2026-07-28 over stdio and Streamable HTTP unless pinned).
+fn check_python(env: &Env, protocol: Option<&str>) {
     let health = health(env);
     assert_eq!(health["state"], "ready", "{health}");
+    if let Some(protocol) = protocol {
+        assert_eq!(health["protocol_version"], protocol, "{health}");
+    }
     assert_eq!(
         (health["tools"].as_u64(), health["templates"].as_u64(), health["prompts"].as_u64()),
         (Some(2), Some(1), Some(1))
@@ -219,7 +224,11 @@ fn python_sdk_over_streamable_http() {
     let Some(server) = python_server("streamable-http") else { return };
     let env = Env::new();
     remote(&env, "http", format!("http://127.0.0.1:{}/mcp", server.port));
-    check_python(&env);
+    check_python(&env, Some("2026-07-28"));
+    // The same server in the initialize era, pinned: everything works there too.
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    env.profile(json!({ "mcp": { "rem": { "type": "http", "url": url, "protocol_version": "2025-11-25" } } }));
+    check_python(&env, Some("2025-11-25"));
 }
 
 #[test]
@@ -228,7 +237,7 @@ fn python_sdk_over_legacy_sse() {
     let Some(server) = python_server("sse") else { return };
     let env = Env::new();
     remote(&env, "sse", format!("http://127.0.0.1:{}/sse", server.port));
-    check_python(&env);
+    check_python(&env, None);
 }
 
 #[test]
@@ -241,7 +250,7 @@ fn python_sdk_over_stdio() {
     let env = Env::new();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/python/server.py");
     env.profile(json!({ "mcp": { "rem": { "command": [python, script], "env": env.marker_env() } } }));
-    check_python(&env);
+    check_python(&env, Some("2026-07-28"));
     env.assert_no_leftovers();
 }
 
