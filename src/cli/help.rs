@@ -90,6 +90,12 @@ pub const FLAGS: &[Flag] = &[
         about: "Use this startup timeout (milliseconds) for every server in this run, instead of its startup_timeout_ms.",
     },
     Flag {
+        long: "protocol-version",
+        short: None,
+        value: Some("REV"),
+        about: "Speak this MCP revision with every server in this run (2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05), or auto: find each server's (the default, or its protocol_version).",
+    },
+    Flag {
         long: "env",
         short: Some('e'),
         value: Some("NAME=VALUE"),
@@ -198,7 +204,7 @@ pub const FLAGS: &[Flag] = &[
     Flag { long: "help", short: Some('h'), value: None, about: "Show help and exit." },
 ];
 
-const CONNECTS: &[&str] = &["json", "timeout", "startup-timeout"];
+const CONNECTS: &[&str] = &["json", "timeout", "startup-timeout", "protocol-version"];
 
 pub const COMMANDS: &[Command] = &[
     Command {
@@ -239,7 +245,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp list",
         usage: &["nod mcp list [--connect]"],
         about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. On a terminal each server's lines appear as it becomes ready, with the time waited so far on stderr; piped or with --json, one document at the end. Health output never shows commands, environment values, headers or URLs.",
-        flags: &["connect", "json", "timeout", "startup-timeout"],
+        flags: &["connect", "json", "timeout", "startup-timeout", "protocol-version"],
         args: &[],
         examples: &[
             ("nod mcp list", "The configuration, without connecting."),
@@ -251,7 +257,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp auth",
         usage: &["nod mcp auth <name> [--open]"],
         about: "Authorize a remote server with OAuth: nod discovers the authorization server, registers itself once per authorization server and reuses that client (or uses oauth.client_id or a client metadata document), prints the authorization URL and waits for the browser's redirect to a listener on 127.0.0.1. Every URL that OAuth reaches must be https, or http to a loopback host; link-local and unspecified addresses are refused, before anything is sent. --open launches the browser (the BROWSER command, else xdg-open); on a machine without one, paste the final redirect URL on stdin. Tokens and the registered client are stored in $NOD_HOME/credentials.json (0600); tokens are refreshed before they expire.",
-        flags: &["open", "json", "timeout", "startup-timeout"],
+        flags: &["open", "json", "timeout", "startup-timeout", "protocol-version"],
         args: &[Arg::Server],
         examples: &[
             ("nod mcp auth notion --open", "Authorize in the browser."),
@@ -324,7 +330,18 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp tool call",
         usage: &["nod mcp tool call <server> <tool> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
         about: "Call a tool. The arguments are a JSON object (default {}): given inline, read from stdin with -, or from a file with @FILE; --arg adds one argument at a time. Text results are printed; images and audio are summarized, or written with -o. Progress from long calls is shown on stderr. With --jsonl, read one arguments object per stdin line and write one result per line, in input order; a failed line is {\"error\": {\"kind\", \"message\", \"server\"}} and a summary goes to stderr.",
-        flags: &["arg", "jsonl", "parallel", "elicit", "elicit-answer", "output", "json", "timeout", "startup-timeout"],
+        flags: &[
+            "arg",
+            "jsonl",
+            "parallel",
+            "elicit",
+            "elicit-answer",
+            "output",
+            "json",
+            "timeout",
+            "startup-timeout",
+            "protocol-version",
+        ],
         args: &[Arg::Server, Arg::Tool, Arg::Free],
         examples: &[
             ("nod mcp tool call everything get-sum --arg a=2 --arg b=3", "Arguments one by one."),
@@ -355,7 +372,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp resource read",
         usage: &["nod mcp resource read <server> <uri> [-o FILE]"],
         about: "Read a resource. Text contents are printed, binary ones are never written raw to a terminal; with -o every content, text or binary, goes to FILE instead.",
-        flags: &["output", "json", "timeout", "startup-timeout"],
+        flags: &["output", "json", "timeout", "startup-timeout", "protocol-version"],
         args: &[Arg::Server, Arg::Free],
         examples: &[
             (
@@ -369,7 +386,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp resource complete",
         usage: &["nod mcp resource complete <server> <uri-template> <variable> [value]"],
         about: "Ask the server to complete a template variable. --arg NAME=VALUE passes variables already chosen.",
-        flags: &["arg", "json", "timeout", "startup-timeout"],
+        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version"],
         args: &[Arg::Server, Arg::Free, Arg::Free, Arg::Free],
         examples: &[(
             "nod mcp resource complete everything 'demo://resource/dynamic/text/{resourceId}' resourceId 1",
@@ -388,7 +405,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp prompt get",
         usage: &["nod mcp prompt get <server> <name> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
         about: "Get a prompt. The arguments are a JSON object whose values are strings: inline, from stdin with -, from a file with @FILE, or one at a time with --arg.",
-        flags: &["arg", "json", "timeout", "startup-timeout"],
+        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version"],
         args: &[Arg::Server, Arg::Prompt, Arg::Free],
         examples: &[
             ("nod mcp prompt get everything args-prompt --arg city=Paris", "A prompt with one argument."),
@@ -399,7 +416,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp prompt complete",
         usage: &["nod mcp prompt complete <server> <name> <argument> [value]"],
         about: "Ask the server to complete a prompt argument. --arg NAME=VALUE passes arguments already chosen.",
-        flags: &["arg", "json", "timeout", "startup-timeout"],
+        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version"],
         args: &[Arg::Server, Arg::Prompt, Arg::Free, Arg::Free],
         examples: &[(
             "nod mcp prompt complete everything completable-prompt department E",

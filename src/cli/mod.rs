@@ -59,6 +59,9 @@ pub struct Options {
     pub timeout: Option<Duration>,
     /// `--startup-timeout`: replaces startup_timeout_ms of every server for this run.
     pub startup_timeout: Option<Duration>,
+    /// `--protocol-version`: replaces protocol_version of every server for this run
+    /// (`Some(None)`: auto).
+    pub protocol_version: Option<Option<crate::mcp::Version>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

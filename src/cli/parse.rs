@@ -197,6 +197,15 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
             Long("json") => rest.options.json = true,
             Long("timeout") => rest.options.timeout = Some(millis(parser, "--timeout")?),
             Long("startup-timeout") => rest.options.startup_timeout = Some(millis(parser, "--startup-timeout")?),
+            Long("protocol-version") => {
+                let text = string(parser, page)?;
+                rest.options.protocol_version = Some(match text.as_str() {
+                    "auto" => None,
+                    other => Some(crate::mcp::Version::parse(other).ok_or_else(|| {
+                        usage(page, format!("--protocol-version takes auto, 2026-07-28, 2025-11-25, 2025-06-18, 2025-03-26 or 2024-11-05, not {other:?}"))
+                    })?),
+                });
+            }
             Long("open") => rest.open = true,
             Short('y') | Long("yes") => rest.yes = true,
             Long("connect") => rest.connect = true,

@@ -42,6 +42,9 @@ pub(super) fn load_quietly(ctx: &Context) -> anyhow::Result<Loaded> {
         if let Some(timeout) = ctx.options.startup_timeout {
             server.startup_timeout = timeout;
         }
+        if let Some(version) = ctx.options.protocol_version {
+            server.protocol_version = version;
+        }
     }
     Ok(loaded)
 }

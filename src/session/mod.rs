@@ -8,6 +8,7 @@ pub mod elicit;
 pub mod envelope;
 pub mod fleet;
 mod remote;
+pub mod revisions;
 pub mod runtime;
 pub mod schema;
 pub mod supervisor;
@@ -182,11 +183,29 @@ impl Session {
             session.initialize(deadline, pinned.unwrap_or(Version::LATEST))?;
             return Ok(session);
         }
+        // A server found to be of the initialize era lately is initialized without the probe;
+        // if it now refuses initialize (upgraded), it is probed after all.
+        if pinned.is_none() && revisions::known_initialize_era(config) {
+            match session.initialize(deadline, Version::LATEST) {
+                Ok(()) => return Ok(session),
+                Err(err) => {
+                    revisions::record(config, false);
+                    let refused = err.chain().any(|c| matches!(c.downcast_ref::<CallError>(), Some(CallError::Rpc(_))));
+                    if !refused {
+                        return Err(err);
+                    }
+                    log::debug!("server {}: refused initialize ({err:#}); probing its revision", config.name);
+                    drop(session);
+                    session = Session::open(engine, config, handler.clone(), access)?;
+                }
+            }
+        }
         // On failure `session` drops, which closes the connection and reaps the process.
         match session.discover(deadline, pinned.is_some())? {
             Era::Modern => Ok(session),
             Era::Legacy => {
                 session.initialize(deadline, Version::LATEST)?;
+                revisions::record(config, true);
                 Ok(session)
             }
             Era::Respawn => {
@@ -194,6 +213,7 @@ impl Session {
                 log::debug!("server {}: exited on server/discover; starting it again for initialize", config.name);
                 let mut session = Session::open(engine, config, handler, access)?;
                 session.initialize(deadline, Version::LATEST)?;
+                revisions::record(config, true);
                 Ok(session)
             }
         }

@@ -196,3 +196,52 @@ fn over_http_a_2026_call_is_cancelled_by_closing_its_stream() {
     }
     assert!(fx.rpc("notifications/cancelled").is_empty(), "no cancel POST in 2026: {:#?}", fx.summary());
 }
+
+#[test]
+fn an_initialize_era_verdict_is_remembered_and_forgotten_when_the_server_changes() {
+    let env = Env::new();
+    // A wrapper script, so the server can change while its entry stays the same.
+    let script = env.path("server.sh");
+    let write = |scenario: &str| {
+        let text = format!(
+            "exec {} --scenario {scenario} --record {}\n",
+            crate::support::FIXTURE,
+            env.record_path().display()
+        );
+        std::fs::write(&script, text).unwrap();
+    };
+    write("basic");
+    env.profile(json!({ "mcp": { SERVER: { "command": ["sh", script], "env": env.marker_env() } } }));
+    let run = |env: &Env| {
+        let _ = std::fs::remove_file(env.record_path());
+        call(env, "echo", r#"{"message":"x"}"#, &[]).code(0).within(10.0);
+        methods(&env.wire())
+    };
+    assert_eq!(run(&env)[..2], ["server/discover", "initialize"]);
+    assert!(env.path("revisions.json").exists());
+    assert_eq!(run(&env)[0], "initialize", "no probe for a server known to be of the initialize era");
+    // The server is upgraded to 2026-07-28 only: initialize is refused, and nod probes.
+    write("modern-only");
+    let upgraded = run(&env);
+    assert_eq!(upgraded[..2], ["initialize", "server/discover"], "{upgraded:?}");
+    assert_eq!(run(&env)[0], "server/discover", "the old verdict is gone");
+    let revisions = std::fs::read_to_string(env.path("revisions.json")).unwrap();
+    assert!(!revisions.contains("server.sh") && !revisions.contains(SERVER), "only digests: {revisions}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn protocol_version_on_the_command_line_pins_every_server_for_one_run() {
+    let env = Env::new();
+    env.fixture(&["--scenario", "modern"], json!({}));
+    let pinned = env.nod(["mcp", "list", "--connect", "--json", "--protocol-version", "2025-06-18"]).run();
+    pinned.code(0);
+    assert_eq!(pinned.json()["servers"][0]["protocol_version"], "2025-06-18", "{}", pinned.json());
+    assert!(!methods(&env.wire()).contains(&"server/discover".to_string()));
+    let auto = env.nod(["mcp", "list", "--connect", "--json", "--protocol-version", "auto"]).run();
+    assert_eq!(auto.json()["servers"][0]["protocol_version"], "2026-07-28", "{}", auto.json());
+    env.nod(["mcp", "list", "--connect", "--protocol-version", "2027-01-01"])
+        .run()
+        .code(2)
+        .stderr_has("--protocol-version takes");
+}
