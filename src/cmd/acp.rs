@@ -351,7 +351,12 @@ impl AgentSide {
         let handler = Arc::new(PolicyHandler::relaying(caps.form, caps.url, asked_tx));
         // No OAuth flow from here: stored tokens are used, and a server that needs more
         // says so.
-        let access = Access { browser: None, fresh: false, redactor: self.ctx.redactor.clone() };
+        let access = Access {
+            browser: None,
+            fresh: false,
+            redactor: self.ctx.redactor.clone(),
+            revisions: crate::session::revisions::default_path(),
+        };
         let runtime = Arc::new(Runtime::new(crate::dispatch::Engine::start(), loaded.servers.clone(), handler, access));
         let max_steps = settings.max_agent_steps.map_or(50, |n| if n == 0 { usize::MAX } else { n as usize });
         let options = Options {

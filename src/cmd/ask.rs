@@ -64,7 +64,12 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
     let engine = super::one::start_engine(ctx);
     // nod ask never starts an OAuth flow: a server that needs one says so.
-    let runtime = Arc::new(Runtime::new(engine, loaded.servers.clone(), handler, Access::default()));
+    let runtime = Arc::new(Runtime::new(
+        engine,
+        loaded.servers.clone(),
+        handler,
+        Access { revisions: crate::session::revisions::default_path(), ..Access::default() },
+    ));
     let failed = runtime.start_required();
     if !failed.is_empty() {
         for (server, why) in &failed {

@@ -30,7 +30,12 @@ pub fn auth_with(name: &str, browser: Arc<dyn crate::oauth::Browser>, ctx: &Cont
     }
     // Connecting and listing reaches whatever the server protects; a 401 on the way runs the
     // authorization flow, afresh (stored tokens are ignored).
-    let access = Access { browser: Some(browser), fresh: true, redactor: ctx.redactor.clone() };
+    let access = Access {
+        browser: Some(browser),
+        fresh: true,
+        redactor: ctx.redactor.clone(),
+        revisions: crate::session::revisions::default_path(),
+    };
     let one = One::connect_with(name, super::one::no_input(), &access, ctx)?;
     if one.session().has("tools") {
         catalog::list(one.session(), Catalog::Tools)?;

@@ -25,7 +25,12 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
     }
     super::one::note_skipped(&loaded);
     let engine = super::one::start_engine(ctx);
-    let access = Access { browser: super::browser::from_environment(), fresh: false, redactor: ctx.redactor.clone() };
+    let access = Access {
+        browser: super::browser::from_environment(),
+        fresh: false,
+        redactor: ctx.redactor.clone(),
+        revisions: crate::session::revisions::default_path(),
+    };
     let progressive = !json && super::stdout_is_terminal();
     let enabled: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
     if progressive {

@@ -132,8 +132,12 @@ pub(super) struct One {
 
 impl One {
     pub fn connect(name: &str, handler: Arc<dyn InboundHandler>, ctx: &Context) -> anyhow::Result<One> {
-        let access =
-            Access { browser: super::browser::from_environment(), fresh: false, redactor: ctx.redactor.clone() };
+        let access = Access {
+            browser: super::browser::from_environment(),
+            fresh: false,
+            redactor: ctx.redactor.clone(),
+            revisions: crate::session::revisions::default_path(),
+        };
         One::connect_with(name, handler, &access, ctx)
     }
 

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use serde_json::{Value, json};
@@ -75,7 +75,14 @@ pub struct Listing {
     /// Tools that are listed but cannot be used, by name, with the reason: a schema in
     /// another dialect or invalid against its meta-schema.
     pub unusable: Vec<(String, String)>,
+    /// 2026-07-28: how long the listing may be taken as fresh (the smallest `ttlMs` of its
+    /// pages); None for the initialize era, whose listings hold until a list_changed.
+    pub ttl: Option<Duration>,
 }
+
+/// The shortest freshness nod gives a 2026-07-28 listing: `ttlMs` 0 (or none) would list the
+/// server again for each tool the agent looks up in one step.
+const MIN_TTL: Duration = Duration::from_secs(1);
 
 impl Listing {
     /// Why the tool `name` cannot be used, if it cannot.
@@ -97,7 +104,8 @@ pub fn requires_task(tool: &Value) -> bool {
 
 #[derive(Default)]
 pub(crate) struct Cache {
-    entries: Vec<(Kind, u64, Arc<Listing>)>,
+    /// (kind, the list_changed epoch it was fetched at, when it goes stale, the listing).
+    entries: Vec<(Kind, u64, Option<Instant>, Arc<Listing>)>,
 }
 
 /// Lists `kind` to the end. A cached listing is reused until a `list_changed` arrives.
@@ -115,15 +123,29 @@ pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::R
         return Err(anyhow::Error::new(CallError::NotOffered(kind.capability())).context(kind.method()));
     }
     let epoch = kind.epoch(session).load(Ordering::SeqCst);
+    let mut stale = None;
     if let Ok(cache) = session.cache().lock()
-        && let Some((_, _, listing)) = cache.entries.iter().find(|(k, e, _)| *k == kind && *e == epoch)
+        && let Some((_, _, until, listing)) = cache.entries.iter().find(|(k, e, _, _)| *k == kind && *e == epoch)
     {
-        return Ok(listing.clone());
+        // 2026-07-28 caching hints: fresh until its ttlMs ran out, then listed again.
+        match until {
+            Some(until) if Instant::now() >= *until => stale = Some(listing.clone()),
+            _ => return Ok(listing.clone()),
+        }
     }
-    let listing = Arc::new(fetch(session, kind, deadline)?);
+    let listing = match fetch(session, kind, deadline) {
+        Ok(listing) => Arc::new(listing),
+        // A stale listing may serve when listing again fails (the caching utility allows it).
+        Err(err) if stale.is_some() => {
+            log::debug!("server {}: {:#}; using the stale listing", session.name, err);
+            return Ok(stale.expect("checked"));
+        }
+        Err(err) => return Err(err),
+    };
+    let until = listing.ttl.map(|ttl| Instant::now() + ttl.max(MIN_TTL));
     if let Ok(mut cache) = session.cache().lock() {
-        cache.entries.retain(|(k, _, _)| *k != kind);
-        cache.entries.push((kind, epoch, listing.clone()));
+        cache.entries.retain(|(k, _, _, _)| *k != kind);
+        cache.entries.push((kind, epoch, until, listing.clone()));
     }
     Ok(listing)
 }
@@ -179,6 +201,11 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
                 }
                 Err(why) => listing.rejected.push(why.to_string()),
             }
+        }
+        if session.is_modern() {
+            let ttl = page.get("ttlMs").and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
+            let ttl = Duration::from_millis(ttl.min(crate::config::MAX_TIMEOUT_MS));
+            listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
         }
         match page.get("nextCursor") {
             None | Some(Value::Null) => return Ok(listing),

@@ -45,6 +45,9 @@ pub struct Access {
     pub fresh: bool,
     /// Where tokens go to be redacted from everything the front end prints.
     pub redactor: crate::util::Redactor,
+    /// Where initialize-era verdicts are remembered (`$NOD_HOME/revisions.json` for the
+    /// front ends; None: every connect probes).
+    pub revisions: Option<std::path::PathBuf>,
 }
 
 pub struct Session {
@@ -185,11 +188,12 @@ impl Session {
         }
         // A server found to be of the initialize era lately is initialized without the probe;
         // if it now refuses initialize (upgraded), it is probed after all.
-        if pinned.is_none() && revisions::known_initialize_era(config) {
+        let memory = access.revisions.as_deref();
+        if pinned.is_none() && memory.is_some_and(|path| revisions::known_initialize_era(path, config)) {
             match session.initialize(deadline, Version::LATEST) {
                 Ok(()) => return Ok(session),
                 Err(err) => {
-                    revisions::record(config, false);
+                    revisions::record(memory, config, false);
                     let refused = err.chain().any(|c| matches!(c.downcast_ref::<CallError>(), Some(CallError::Rpc(_))));
                     if !refused {
                         return Err(err);
@@ -205,7 +209,7 @@ impl Session {
             Era::Modern => Ok(session),
             Era::Legacy => {
                 session.initialize(deadline, Version::LATEST)?;
-                revisions::record(config, true);
+                revisions::record(memory, config, true);
                 Ok(session)
             }
             Era::Respawn => {
@@ -213,7 +217,7 @@ impl Session {
                 log::debug!("server {}: exited on server/discover; starting it again for initialize", config.name);
                 let mut session = Session::open(engine, config, handler, access)?;
                 session.initialize(deadline, Version::LATEST)?;
-                revisions::record(config, true);
+                revisions::record(memory, config, true);
                 Ok(session)
             }
         }

@@ -245,3 +245,56 @@ fn protocol_version_on_the_command_line_pins_every_server_for_one_run() {
         .code(2)
         .stderr_has("--protocol-version takes");
 }
+
+/// 2026-07-28 caching hints: a listing is reused while its ttlMs lasts and listed again
+/// after; an initialize-era listing holds until the server says it changed.
+#[test]
+fn a_2026_listing_is_fresh_for_its_ttl_and_then_listed_again() {
+    use nod::session::catalog::{Kind, list};
+    use std::sync::Arc;
+    let connect = |env: &Env, args: &[&str]| {
+        env.fixture(args, json!({}));
+        let loaded = nod::config::profile::load(&env.path("mcp.json"));
+        let engine = nod::dispatch::Engine::start();
+        let session = nod::session::Session::connect(
+            &engine,
+            &loaded.servers[0],
+            Arc::new(nod::dispatch::NoInbound),
+            &Default::default(),
+        )
+        .expect("connect");
+        (engine, session)
+    };
+    let lists = |env: &Env| with_method(&env.wire(), "tools/list").len();
+    let close = |engine: nod::dispatch::Engine, session: nod::session::Session| {
+        drop(session);
+        engine.shutdown();
+    };
+    // A long TTL: the second listing comes from the cache.
+    let env = Env::new();
+    let (engine, session) = connect(&env, &["--scenario", "modern-only", "--ttl-ms", "60000"]);
+    list(&session, Kind::Tools).unwrap();
+    list(&session, Kind::Tools).unwrap();
+    assert_eq!(lists(&env), 1);
+    close(engine, session);
+    // TTL 0: stale at once (nod keeps it one second, so one agent step lists a server once);
+    // once that second has passed, the next use lists again.
+    let env = Env::new();
+    let (engine, session) = connect(&env, &["--scenario", "modern-only", "--ttl-ms", "0"]);
+    list(&session, Kind::Tools).unwrap();
+    list(&session, Kind::Tools).unwrap();
+    assert_eq!(lists(&env), 1);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    list(&session, Kind::Tools).unwrap();
+    assert_eq!(lists(&env), 2, "listed again once stale");
+    close(engine, session);
+    // The initialize era: no TTL, the listing holds.
+    let env = Env::new();
+    let (engine, session) = connect(&env, &["--ttl-ms", "0"]);
+    list(&session, Kind::Tools).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    list(&session, Kind::Tools).unwrap();
+    assert_eq!(lists(&env), 1);
+    close(engine, session);
+    env.assert_no_leftovers();
+}

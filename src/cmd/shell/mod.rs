@@ -669,7 +669,12 @@ enum Flow {
 /// A runtime over `loaded`'s servers whose elicitations go to the agent.
 fn new_runtime(loaded: &Loaded, asked: &Sender<Asked>, ctx: &Context) -> Arc<Runtime> {
     let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked.clone())));
-    let access = Access { browser: super::browser::from_environment(), fresh: false, redactor: ctx.redactor.clone() };
+    let access = Access {
+        browser: super::browser::from_environment(),
+        fresh: false,
+        redactor: ctx.redactor.clone(),
+        revisions: crate::session::revisions::default_path(),
+    };
     Arc::new(Runtime::new(crate::dispatch::Engine::start(), loaded.servers.clone(), handler, access))
 }
 
