@@ -555,6 +555,37 @@ impl Session {
                 Err(why) => Err(CallError::Invalid { method: call.method, why }),
             });
         }
+        // 2026-07-28 over HTTP: -32020 says the headers do not match the body, which for a
+        // tool call means nod's x-mcp-header markings are out of date. List the tools again
+        // (the worker learns the markings from the listing) and send the call once more.
+        if let Err(CallError::Rpc(error)) = &result
+            && error.code == -32020
+            && call.method == method::TOOLS_CALL
+            && self.remote
+            && self.version.is_modern()
+            && !call.replayed
+            && let Some(params) = call.params.clone()
+        {
+            log::info!("server {}: header mismatch (-32020); listing tools again and retrying once", self.name);
+            self.shared.tools_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Err(err) = catalog::list(self, catalog::Kind::Tools) {
+                log::warn!("{err:#}");
+                return Some(result);
+            }
+            let req = Request {
+                method: call.method,
+                params: Some(&params),
+                timeout: call.timeout,
+                progress: call
+                    .progress
+                    .clone()
+                    .map(|token| ProgressPolicy { token, cap: call.timeout * PROGRESS_CAP_FACTOR }),
+                group: call.group,
+            };
+            call.pending = self.engine.start_call(self.conn, &self.shared, req);
+            call.replayed = true;
+            return None;
+        }
         let generation = match &result {
             Err(CallError::Transport(cause)) => match **cause {
                 TransportError::SessionExpired { generation } if !call.replayed && self.remote => generation,

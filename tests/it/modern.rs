@@ -102,7 +102,13 @@ fn input_required_is_answered_and_the_request_sent_again_with_a_new_id_and_the_s
 /// A 2026-07-28 Streamable HTTP server: one POST per request, no session; `tools/list` offers
 /// a tool with x-mcp-header markings and one whose markings are invalid; `hang` never answers.
 fn modern_http(first_refused: bool) -> Fixture {
+    modern_http_with(first_refused, false)
+}
+
+/// `mismatch`: the first tools/call is refused with -32020 (the headers do not match).
+fn modern_http_with(first_refused: bool, mismatch: bool) -> Fixture {
     let refused = AtomicUsize::new(0);
+    let calls = AtomicUsize::new(0);
     Fixture::start(move |req: &Request| {
         if req.method != "POST" {
             return Reply::status(405);
@@ -139,6 +145,9 @@ fn modern_http(first_refused: bool) -> Fixture {
                 ] }),
             ),
             Some("tools/call") if req.json["params"]["name"] == "hang" => Reply::sse(&[": keep-alive\n\n"]).hold(),
+            Some("tools/call") if mismatch && calls.fetch_add(1, Ordering::SeqCst) == 0 => {
+                error(req, 400, -32020, "Mcp-Param-Region does not match the arguments")
+            }
             Some("tools/call") => Reply::result(req, text_result("looked up")),
             _ => error(req, 404, -32601, "no such method"),
         }
@@ -297,4 +306,23 @@ fn a_2026_listing_is_fresh_for_its_ttl_and_then_listed_again() {
     assert_eq!(lists(&env), 1);
     close(engine, session);
     env.assert_no_leftovers();
+}
+
+#[test]
+fn over_http_a_header_mismatch_lists_the_tools_again_and_retries_once() {
+    let fx = modern_http_with(false, true);
+    let env = Env::new();
+    http_profile(&env, &fx);
+    call(&env, "lookup", r#"{"region":"eu"}"#, &[]).code(0).within(10.0).stdout_has("looked up");
+    let requests = fx.requests();
+    let rpcs: Vec<&str> = requests.iter().filter_map(|r| r.rpc()).collect();
+    assert_eq!(
+        rpcs,
+        ["server/discover", "tools/list", "tools/call", "tools/list", "tools/call"],
+        "{:#?}",
+        fx.summary()
+    );
+    let calls = fx.rpc("tools/call");
+    assert_ne!(calls[0].id(), calls[1].id());
+    assert_eq!(calls[1].header("mcp-param-region"), Some("eu"));
 }
