@@ -43,8 +43,16 @@ pub fn list(server: &str, templates: bool, ctx: &Context) -> anyhow::Result<Exit
 
 pub fn read(server: &str, uri: &str, output: Option<&Path>, ctx: &Context) -> anyhow::Result<Exit> {
     let one = One::plain(server, ctx)?;
-    let result =
-        context(one.session().request(method::RESOURCES_READ, Some(json!({ "uri": uri }))), server, "resources/read")?;
+    let answer = one.session().request(method::RESOURCES_READ, Some(json!({ "uri": uri })));
+    // 2026-07-28 says "not found" with -32602 (-32002 before).
+    if let Err(crate::dispatch::CallError::Rpc(error)) = &answer
+        && error.code == -32602
+        && one.session().is_modern()
+    {
+        let message = crate::util::one_line(&error.message);
+        return Err(fail(Kind::NotFound, format!("server {server}: resources/read: {message}")));
+    }
+    let result = context(answer, server, "resources/read")?;
     let Some(contents) = result.get("contents").and_then(Value::as_array) else {
         return Err(fail(Kind::Protocol, format!("server {server}: resources/read answered without contents")));
     };

@@ -34,6 +34,10 @@ fn a_2026_only_server_is_reached_without_initialize_and_every_request_says_its_r
         assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "nod", "{request}");
     }
     assert!(wire[2]["params"]["_meta"]["progressToken"].is_number(), "the progress token stays: {}", wire[2]);
+    // Not found is -32602 at 2026-07-28: still a not_found failure.
+    let missing = env.nod(["mcp", "resource", "read", SERVER, "fixture://nope", "--json"]).run();
+    missing.code(2);
+    assert_eq!(missing.json()["error"]["kind"], "not_found", "{}", missing.json());
     let health = env.nod(["mcp", "list", "--connect", "--json"]).run();
     health.code(0);
     let server = &health.json()["servers"][0];
