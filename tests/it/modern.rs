@@ -330,3 +330,50 @@ fn over_http_a_header_mismatch_lists_the_tools_again_and_retries_once() {
     assert_ne!(calls[0].id(), calls[1].id());
     assert_eq!(calls[1].header("mcp-param-region"), Some("eu"));
 }
+
+/// The agent with a 2026-07-28 server: an input request nobody can answer ends `nod ask`
+/// with the typed input-required result (exit 3), and the request is not sent again; with
+/// ACP, it is relayed to the client as elicitation/create and the answer rides on the retry.
+#[test]
+fn the_agent_meets_input_requests_as_it_meets_elicitations() {
+    use crate::ask::{ask, call as model_call};
+    use crate::model::{Model, Step};
+    let env = Env::new();
+    env.fixture(&["--scenario", "modern-only"], json!({}));
+    let script = || {
+        Model::start(vec![
+            Step::Calls(String::new(), vec![model_call("mcp_select_tool", json!({ "name": "mcp_fx_elicit" }))]),
+            Step::Calls(String::new(), vec![model_call("mcp_fx_elicit", json!({}))]),
+            Step::Text("Greeted.".into()),
+        ])
+    };
+    let model = script();
+    let out = ask(&env, &model, &["--full-access", "--json", "greet", "me"]).run();
+    out.code(3).within(30.0);
+    let report = out.json();
+    assert_eq!(report["input_required"]["server"], "fx", "{report}");
+    assert_eq!(report["input_required"]["message"], "Please tell me your name");
+    assert_eq!(with_method(&env.wire(), "tools/call").len(), 1, "no retry without an answer");
+    // ACP: the client answers the relayed question.
+    std::fs::remove_file(env.record_path()).unwrap();
+    let model = script();
+    let mut client = crate::acp::Client::start(&env, &model);
+    client.initialize(json!({ "elicitation": { "form": {} } }));
+    let server = json!({ "name": "fx", "command": crate::support::FIXTURE,
+        "args": ["--scenario", "modern-only", "--record", env.record_path()] });
+    let session = client.new_session(&crate::acp::cwd(&env), json!([server]));
+    client.call("session/set_mode", json!({ "sessionId": session, "modeId": "full-access" }));
+    let id = crate::acp::prompt(&mut client, &session, "greet me");
+    let mut asked = Vec::new();
+    let answer = client.answer_of(id, |request| {
+        asked.push(request.clone());
+        json!({ "action": "accept", "content": { "name": "Ada" } })
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["method"], "elicitation/create");
+    client.finish();
+    let calls = with_method(&env.wire(), "tools/call").into_iter().cloned().collect::<Vec<_>>();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[1]["params"]["inputResponses"]["name"]["content"]["name"], "Ada");
+}
