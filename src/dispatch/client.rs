@@ -39,6 +39,16 @@ struct Inner {
     shutting_down: Mutex<()>,
 }
 
+impl Drop for Inner {
+    /// The last handle to the engine is gone without a shutdown (a library user that just
+    /// drops it): the dispatcher is told to shut down, so joining its thread cannot wait
+    /// forever (it holds a sender of its own command channel).
+    fn drop(&mut self) {
+        let (done, _ignored) = crossbeam_channel::bounded(1);
+        let _ = self.commands.send(Command::Shutdown { done });
+    }
+}
+
 /// A call in flight: its updates arrive on `updates()`; `gone()` fires if the engine stops.
 pub struct PendingCall {
     pub id: CallId,

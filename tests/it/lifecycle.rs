@@ -228,3 +228,25 @@ fn connect_shutdown_cycles_leak_nothing() {
     engine.shutdown();
     assert!(after < before + 10, "descriptors grew from {before} to {after} over 50 cycles");
 }
+
+/// A library user that drops its engine without shutting it down: the dispatcher still
+/// ends, the server is stopped, and the drop returns (it used to wait forever for the
+/// dispatcher, which held a sender of its own command channel).
+#[test]
+fn dropping_an_engine_without_a_shutdown_ends_everything() {
+    let env = Env::new();
+    let config = fixture_config(&env, 0);
+    let engine = nod::dispatch::Engine::start();
+    let session =
+        nod::session::Session::connect(&engine, &config, Arc::new(nod::dispatch::NoInbound), &Default::default())
+            .unwrap();
+    nod::session::catalog::list(&session, nod::session::catalog::Kind::Tools).unwrap();
+    let (done, dropped) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        drop(session);
+        drop(engine);
+        let _ = done.send(());
+    });
+    dropped.recv_timeout(std::time::Duration::from_secs(20)).expect("the engine dropped");
+    env.assert_no_leftovers();
+}
