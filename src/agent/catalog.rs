@@ -62,10 +62,14 @@ pub struct Catalog {
     pub selected: Vec<String>,
     /// Per ready server with tools, in server-name order: its listing indexed for search.
     index: Vec<ServerIndex>,
+    /// A subagent's catalog: a copy of its parent's index for the servers of its view, never
+    /// refreshed, so the child never lists anything itself.
+    frozen: bool,
 }
 
 /// One server's listing, indexed: kept while the session's cached listing is the same one
 /// (a `list_changed` or a restart brings a new listing, and the index is built again).
+#[derive(Clone)]
 struct ServerIndex {
     server: String,
     listing: Arc<catalog::Listing>,
@@ -80,6 +84,7 @@ struct ServerIndex {
     by_name: Vec<u32>,
 }
 
+#[derive(Clone)]
 struct Indexed {
     alias: String,
     /// Position in `listing.items`.
@@ -112,7 +117,7 @@ pub const BUILTINS: [&str; 4] = ["capability_search", "mcp_select_tool", "mcp_re
 
 impl Default for Catalog {
     fn default() -> Catalog {
-        Catalog { aliases: Aliases::new(&BUILTINS), selected: Vec::new(), index: Vec::new() }
+        Catalog { aliases: Aliases::new(&BUILTINS), selected: Vec::new(), index: Vec::new(), frozen: false }
     }
 }
 
@@ -127,10 +132,23 @@ impl Catalog {
     /// (aliases assigned in a fixed order: servers by name, tools in list order), servers no
     /// longer ready are dropped.
     pub fn refresh(&mut self, runtime: &Runtime, limits: &Limits) {
+        if self.frozen {
+            return;
+        }
         let ready = runtime.ready();
         self.index.retain(|i| ready.contains(&i.server));
         for server in &ready {
             self.refresh_server(runtime, limits, server);
+        }
+    }
+
+    /// A frozen copy for a subagent: the aliases and the index of `servers` only.
+    pub fn restricted(&self, servers: &[String]) -> Catalog {
+        Catalog {
+            aliases: self.aliases.clone(),
+            selected: Vec::new(),
+            index: self.index.iter().filter(|i| servers.contains(&i.server)).cloned().collect(),
+            frozen: true,
         }
     }
 
@@ -144,6 +162,9 @@ impl Catalog {
     /// Indexes `server` again if its listing changed; returns its position in the index.
     fn refresh_server(&mut self, runtime: &Runtime, limits: &Limits, server: &str) -> Option<usize> {
         let at = self.index.binary_search_by(|i| i.server.as_str().cmp(server));
+        if self.frozen {
+            return at.ok();
+        }
         let session = runtime.session(server).ok().filter(|s| s.has("tools"));
         let listing = session.as_ref().and_then(|session| match catalog::list(session, Kind::Tools) {
             Ok(listing) => Some(listing),

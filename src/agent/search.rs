@@ -19,7 +19,7 @@ pub struct Fields {
 }
 
 /// The searchable text of one server's tools, in one buffer.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Text(String);
 
 impl Text {

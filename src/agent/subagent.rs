@@ -557,7 +557,7 @@ impl Agent {
                 );
                 let agent = match self.children.named.get_mut(&name).and_then(|n| n.agent.take()) {
                     Some(mut agent) => {
-                        agent.adopt(view.clone(), &self.catalog.aliases);
+                        agent.adopt(view.clone(), &self.catalog);
                         agent
                     }
                     None => {
@@ -582,16 +582,19 @@ impl Agent {
         let policy = Arc::new(Policy::child(&self.policy));
         let mut agent = Agent::new(Some(provider), view.runtime.clone(), never(), policy, self.limits, options);
         agent.host = self.host.clone();
-        agent.adopt(view, &self.catalog.aliases);
+        agent.adopt(view, &self.catalog);
         agent
     }
 
     /// Puts a child under a new view: its runtime, its system message (the servers it may
-    /// use), the parent's aliases; selections outside the view are dropped.
-    fn adopt(&mut self, view: Arc<View>, aliases: &super::names::Aliases) {
+    /// use), a frozen copy of the parent's catalog for the view's servers (the child never
+    /// lists anything); selections outside the view are dropped.
+    fn adopt(&mut self, view: Arc<View>, parent: &super::catalog::Catalog) {
         self.runtime = view.runtime.clone();
-        self.catalog.aliases = aliases.clone();
-        self.catalog.selected.retain(|alias| view.tool(alias).is_some());
+        let mut selected = std::mem::take(&mut self.catalog.selected);
+        selected.retain(|alias| view.tool(alias).is_some());
+        self.catalog = parent.restricted(&view.servers());
+        self.catalog.selected = selected;
         self.system = format!("{}\n\n{CHILD_PROMPT}", super::prompt::system(None, &view.servers()));
         self.view = Some(view);
     }

@@ -173,7 +173,12 @@ fn matching_resources(runtime: &Runtime, tokens: &[String], server: Option<&str>
         if server.is_some_and(|s| s != name) || view.is_some_and(|v| !v.admits(&name, Use::Resource)) {
             continue;
         }
-        let Ok(session) = runtime.session(&name) else { continue };
+        // A subagent lists only through its view, checked right before.
+        let session = match view {
+            Some(view) => view.check(&name).ok(),
+            None => runtime.session(&name).ok(),
+        };
+        let Some(session) = session else { continue };
         if !session.has("resources") {
             continue;
         }

@@ -397,6 +397,8 @@ mod lib {
         let child = requests_of(&model, "LIFE");
         let second = tool_messages(&child[3]).last().expect("the second call's result").1.clone();
         assert_eq!(echo_calls(&env.wire()), ["first"], "nothing more reached the server");
+        // Not even a listing: the child's catalog is a frozen copy of its parent's.
+        assert_eq!(with_method(&env.wire(), "tools/list").len(), 1, "{:#?}", env.wire());
         runtime.shutdown();
         second
     }
