@@ -11,9 +11,13 @@ use super::subagent;
 use super::tools::{self, Outcome};
 use super::turn::{Turn, arguments};
 use super::{Agent, Answer, Approval, Elicited, Level, Surface};
+use std::sync::Arc;
+
 use crate::dispatch::{CallError, CallUpdate, GroupId};
+use crate::mcp::method;
 use crate::provider::{Completion, Message};
 use crate::session::elicit::{Asked, InputRequired};
+use crate::session::{Admit, Call, Session};
 use crate::util::Trigger;
 
 /// A step's results: one tool message per call, notes from the user, and why the turn must
@@ -218,16 +222,27 @@ impl Agent {
                 let policy = self.policy.clone();
                 let view = self.view.clone();
                 let checked = server.clone();
-                let admit = move || {
+                let admit: Admit = Arc::new(move || {
                     if let Some(view) = &view {
                         view.check(&checked).map_err(|why| subagent::refused("mcp_read_resource", &why).content)?;
                     }
                     policy
                         .recheck("mcp_read_resource", &target, Sensitivity::ReadOnly, approved)
                         .map_err(|d| d.to_json("mcp_read_resource").to_string())
-                };
+                });
                 surface.tool_running();
-                Ran::Done(tools::read_resource(&session, &self.limits, &server, &uri, &admit))
+                let params = json!({ "uri": uri });
+                let mut call = session.start_admitted(
+                    method::RESOURCES_READ,
+                    params,
+                    session.operation_timeout,
+                    Some(group),
+                    Some(admit),
+                );
+                match self.wait_call(&session, &mut call, surface, cancel, name) {
+                    Ok(result) => Ran::Done(tools::resource_outcome(result, &self.limits, &server, &uri)),
+                    Err(ran) => ran,
+                }
             }
             alias => self.call_mcp(alias, args, group, surface, cancel, notes),
         }
@@ -338,28 +353,46 @@ impl Agent {
         let permission = alias.to_string();
         let view = self.view.clone();
         let server = entry.server.clone();
-        // The last word before the request is sent: the subagent's view is still alive and
-        // the session is the one it admitted, and the permission decision still holds.
-        let admit = move || {
+        // The last word before the request is sent (and before any retry with input): the
+        // subagent's view is still alive and the session is the one it admitted, and the
+        // permission decision still holds.
+        let admit: Admit = Arc::new(move || {
             if let Some(view) = &view {
                 view.check(&server).map_err(|why| subagent::refused(&permission, &why).content)?;
             }
             policy
                 .recheck(&permission, "*", Sensitivity::Sensitive, approved)
                 .map_err(|d| d.to_json(&permission).to_string())
-        };
+        });
         surface.tool_running();
-        let mut call = session.call_tool_admitted(entry.name(), &args, Some(group), &admit);
+        let mut call = session.call_tool_admitted(entry.name(), &args, Some(group), admit);
+        match self.wait_call(&session, &mut call, surface, cancel, alias) {
+            Ok(result) => Ran::Done(self.mcp_outcome(alias, &entry.server, entry.name(), result)),
+            Err(ran) => ran,
+        }
+    }
+
+    /// Waits for `call`, answering through `surface` the elicitations that arrive meanwhile
+    /// (a server's elicitation/create, or the input requests of a 2026-07-28 result). The
+    /// result, or how the tool ended otherwise (input nobody can give, cancellation).
+    fn wait_call(
+        &mut self,
+        session: &Session,
+        call: &mut Call,
+        surface: &mut dyn Surface,
+        cancel: &Trigger,
+        tool: &str,
+    ) -> Result<Result<Value, CallError>, Ran> {
         loop {
             select! {
                 recv(call.updates()) -> update => match update {
                     Ok(CallUpdate::Progress(_)) => {}
                     Ok(CallUpdate::Done(result)) => {
-                        if let Some(result) = session.settle(&mut call, result) {
-                            return Ran::Done(self.mcp_outcome(alias, &entry.server, entry.name(), result));
+                        if let Some(result) = session.settle(call, result) {
+                            return Ok(result);
                         }
                     }
-                    Err(_) => return Ran::Done(Outcome::failed(alias, "nod is shutting down")),
+                    Err(_) => return Err(Ran::Done(Outcome::failed(tool, "nod is shutting down"))),
                 },
                 recv(self.asked) -> asked => if let Ok(Asked { input, responder }) = asked {
                     if responder.is_cancelled() {
@@ -369,19 +402,20 @@ impl Agent {
                         Elicited::Answer(answer) => responder.respond(Ok(answer)),
                         Elicited::Unanswerable => {
                             // The call is cancelled before the server hears the answer.
-                            session.cancel(&call, "the server asked for input that nod could not collect");
+                            session.cancel(call, "the server asked for input that nod could not collect");
                             responder.respond(Ok(json!({ "action": "cancel" })));
-                            return Ran::End(CallEnd::InputRequired(Box::new(input)), None);
+                            return Err(Ran::End(CallEnd::InputRequired(Box::new(input)), None));
                         }
                         Elicited::Refused(why) => {
-                            session.cancel(&call, "the server asked for input that nod could not collect");
+                            session.cancel(call, "the server asked for input that nod could not collect");
                             responder.respond(Ok(json!({ "action": "cancel" })));
-                            return Ran::Done(Outcome::failed(alias, &why));
+                            return Err(Ran::Done(Outcome::failed(tool, &why)));
                         }
                     }
                 },
                 recv(cancel.receiver()) -> _ => {
-                    return Ran::End(CallEnd::Interrupted, None);
+                    session.cancel(call, "cancelled");
+                    return Err(Ran::End(CallEnd::Interrupted, None));
                 }
             }
         }

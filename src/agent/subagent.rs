@@ -450,6 +450,7 @@ impl Agent {
             drop((relay_tx, done_tx));
             let mut parent_cancel: Receiver<()> = cancel.receiver().clone();
             let mut relays = relay_rx;
+            let mut questions = asked;
             loop {
                 select! {
                     recv(done_rx) -> done => match done {
@@ -465,7 +466,8 @@ impl Agent {
                     },
                     recv(relays) -> relay => match relay {
                         Ok(Relay::Approve(request, reply)) => {
-                            let answer = surface.approve(&request);
+                            // After a cancellation nobody is asked any more.
+                            let answer = if interrupted { Some(Answer::Cancel) } else { surface.approve(&request) };
                             if answer == Some(Answer::Cancel) {
                                 interrupted = true;
                                 cancel_all(&triggers);
@@ -475,15 +477,22 @@ impl Agent {
                         Ok(Relay::Notice(level, text)) => surface.notice(level, &text),
                         Err(_) => relays = never(),
                     },
-                    recv(asked) -> asked => if let Ok(Asked { input, responder }) = asked {
-                        if responder.is_cancelled() {
-                            continue;
+                    recv(questions) -> asked => match asked {
+                        Ok(Asked { input, responder }) => {
+                            if responder.is_cancelled() {
+                                continue;
+                            }
+                            // After a cancellation nobody is asked any more.
+                            let answer = match interrupted {
+                                true => json!({ "action": "cancel" }),
+                                false => match surface.elicit(&input) {
+                                    Elicited::Answer(answer) => answer,
+                                    Elicited::Unanswerable | Elicited::Refused(_) => json!({ "action": "cancel" }),
+                                },
+                            };
+                            responder.respond(Ok(answer));
                         }
-                        let answer = match surface.elicit(&input) {
-                            Elicited::Answer(answer) => answer,
-                            Elicited::Unanswerable | Elicited::Refused(_) => json!({ "action": "cancel" }),
-                        };
-                        responder.respond(Ok(answer));
+                        Err(_) => questions = never(),
                     },
                     recv(parent_cancel) -> _ => {
                         interrupted = true;

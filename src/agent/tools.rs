@@ -8,7 +8,6 @@ use super::limits::Limits;
 use super::search;
 use super::subagent::{Use, View};
 use super::text;
-use crate::mcp::method;
 use crate::provider::ToolSpec;
 use crate::session::catalog::{self as listings, Kind};
 use std::sync::Arc;
@@ -241,22 +240,18 @@ pub fn resource_session(runtime: &Runtime, server: &str) -> Result<Arc<Session>,
 
 const READ: &str = "mcp_read_resource";
 
-/// `mcp_read_resource {server, uri}`: the contents, bounded and marked untrusted. The
-/// permission check has been made by the caller; `admit` is asked right before the request.
-pub fn read_resource(
-    session: &Session,
+/// What `mcp_read_resource` returns for a `resources/read` result: the contents, bounded and
+/// marked untrusted.
+pub fn resource_outcome(
+    result: Result<Value, crate::dispatch::CallError>,
     limits: &Limits,
     server: &str,
     uri: &str,
-    admit: &dyn Fn() -> Result<(), String>,
 ) -> Outcome {
     const TOOL: &str = READ;
-    if let Err(why) = admit() {
-        return Outcome { ok: false, content: why };
-    }
-    let result = session.request(method::RESOURCES_READ, Some(json!({ "uri": uri })));
     let result = match result {
         Ok(result) => result,
+        Err(crate::dispatch::CallError::Refused(why)) => return Outcome { ok: false, content: why },
         Err(err) => return Outcome::failed(TOOL, &err.to_string()),
     };
     let contents = result.get("contents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();

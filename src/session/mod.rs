@@ -107,6 +107,10 @@ fn shown_list(versions: &[String]) -> String {
 /// The longest server instructions nod keeps.
 const INSTRUCTIONS_BYTES: usize = 2048;
 
+/// The caller's last check before a request goes to the transport (a permission decision,
+/// a subagent's view): run again before every retry of the request.
+pub type Admit = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// A request in flight, as the session sees it: the engine's pending call plus what a replay
 /// on a new session needs.
 pub struct Call {
@@ -123,6 +127,15 @@ pub struct Call {
     rounds: u32,
     current: Arc<Mutex<Option<crate::dispatch::CallId>>>,
     aborted: Arc<std::sync::atomic::AtomicBool>,
+    admit: Option<Admit>,
+}
+
+impl Drop for Call {
+    /// A call nobody waits for any more (the caller returned, cancelled or not) never sends
+    /// a retry with input.
+    fn drop(&mut self) {
+        self.aborted.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Call {
@@ -146,6 +159,7 @@ impl Call {
             rounds: 0,
             current: Arc::default(),
             aborted: Arc::default(),
+            admit: None,
         }
     }
 
@@ -193,11 +207,12 @@ impl Session {
             match session.initialize(deadline, Version::LATEST) {
                 Ok(()) => return Ok(session),
                 Err(err) => {
-                    revisions::record(memory, config, false);
                     let refused = err.chain().any(|c| matches!(c.downcast_ref::<CallError>(), Some(CallError::Rpc(_))));
                     if !refused {
+                        // Not evidence of a new revision (the server is down, say): keep it.
                         return Err(err);
                     }
+                    revisions::record(memory, config, false);
                     log::debug!("server {}: refused initialize ({err:#}); probing its revision", config.name);
                     drop(session);
                     session = Session::open(engine, config, handler.clone(), access)?;
@@ -485,25 +500,39 @@ impl Session {
 
     /// Starts `tools/call` with a progress token, in `group` when given.
     pub fn call_tool(&self, tool: &str, arguments: &Value, group: Option<GroupId>) -> Call {
-        self.call_tool_admitted(tool, arguments, group, &|| Ok(()))
+        let params = json!({ "name": tool, "arguments": arguments });
+        self.start_admitted(method::TOOLS_CALL, params, self.operation_timeout, group, None)
     }
 
     /// `call_tool`, with `admit` asked right before the request goes to the transport (the
-    /// agent's permission check; a subagent's view): a refusal sends nothing.
-    pub fn call_tool_admitted(
+    /// agent's permission check; a subagent's view), and again before any retry: a refusal
+    /// sends nothing.
+    pub fn call_tool_admitted(&self, tool: &str, arguments: &Value, group: Option<GroupId>, admit: Admit) -> Call {
+        let params = json!({ "name": tool, "arguments": arguments });
+        self.start_admitted(method::TOOLS_CALL, params, self.operation_timeout, group, Some(admit))
+    }
+
+    /// Starts a request in `group` after `admit` (if any) allowed it; `tools/call` gets a
+    /// progress token.
+    pub fn start_admitted(
         &self,
-        tool: &str,
-        arguments: &Value,
+        method_name: &'static str,
+        mut params: Value,
+        timeout: Duration,
         group: Option<GroupId>,
-        admit: &dyn Fn() -> Result<(), String>,
+        admit: Option<Admit>,
     ) -> Call {
-        let token = json!(self.engine.next_call().0);
-        let params = json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } });
-        if let Err(why) = admit() {
-            let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));
-            return Call::new(pending, method::TOOLS_CALL, None, self.operation_timeout, None, group, true);
+        let token = (method_name == method::TOOLS_CALL).then(|| json!(self.engine.next_call().0));
+        if let (Some(token), Some(map)) = (&token, params.as_object_mut()) {
+            map.insert("_meta".into(), json!({ "progressToken": token }));
         }
-        self.launch(method::TOOLS_CALL, Some(params.to_string()), self.operation_timeout, Some(token), group)
+        if let Some(why) = admit.as_ref().and_then(|admit| admit().err()) {
+            let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));
+            return Call::new(pending, method_name, None, timeout, None, group, true);
+        }
+        let mut call = self.launch(method_name, Some(params.to_string()), timeout, token, group);
+        call.admit = admit;
+        call
     }
 
     fn launch(
@@ -564,13 +593,18 @@ impl Session {
             && self.remote
             && self.version.is_modern()
             && !call.replayed
+            && call.rounds == 0
             && let Some(params) = call.params.clone()
         {
             log::info!("server {}: header mismatch (-32020); listing tools again and retrying once", self.name);
             self.shared.tools_epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            if let Err(err) = catalog::list(self, catalog::Kind::Tools) {
+            let relist = Instant::now() + self.operation_timeout.min(Duration::from_secs(10));
+            if let Err(err) = catalog::list_until(self, catalog::Kind::Tools, relist) {
                 log::warn!("{err:#}");
                 return Some(result);
+            }
+            if let Some(Err(why)) = call.admit.as_ref().map(|admit| admit()) {
+                return Some(Err(CallError::Refused(why)));
             }
             let req = Request {
                 method: call.method,
@@ -689,7 +723,7 @@ impl Session {
         let (updates_tx, updates_rx) = crossbeam_channel::unbounded();
         let (engine, conn, shared) = (self.engine.clone(), self.conn, self.shared.clone());
         let (method_name, timeout, group, progress) = (call.method, call.timeout, call.group, call.progress.clone());
-        let (current, aborted) = (call.current.clone(), call.aborted.clone());
+        let (current, aborted, admit) = (call.current.clone(), call.aborted.clone(), call.admit.clone());
         let name = self.name.clone();
         let spawned = std::thread::Builder::new().name(format!("nod-input:{name}")).spawn(move || {
             let done = |result: Result<Value, CallError>| {
@@ -708,6 +742,11 @@ impl Session {
             }
             if aborted.load(std::sync::atomic::Ordering::SeqCst) {
                 return done(Err(CallError::Cancelled("the request was cancelled while input was collected".into())));
+            }
+            // The caller's last check again: a permission or a subagent's view may have
+            // changed while the person answered.
+            if let Some(Err(why)) = admit.as_ref().map(|admit| admit()) {
+                return done(Err(CallError::Refused(why)));
             }
             let mut params = base;
             if let Some(map) = params.as_object_mut() {

@@ -262,7 +262,9 @@ impl Shared {
                 if let Message::Response { id: Some(id), result: Ok(result) } = msg
                     && id.as_u64() == Some(init)
                     && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
+                    && crate::mcp::Version::parse(version).is_some()
                 {
+                    // Only a revision nod knows becomes a header value.
                     *lock(&self.version) = Some(version.to_string());
                 }
             }

@@ -377,3 +377,45 @@ fn the_agent_meets_input_requests_as_it_meets_elicitations() {
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[1]["params"]["inputResponses"]["name"]["content"]["name"], "Ada");
 }
+
+/// Cancelling while a 2026 input request is being answered sends no retry, even when the
+/// answer comes after the cancellation.
+#[test]
+fn a_cancel_while_input_is_collected_sends_no_retry() {
+    use crate::ask::call as model_call;
+    use crate::model::{Model, Step};
+    let env = Env::new();
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![model_call("mcp_select_tool", json!({ "name": "mcp_fx_elicit" }))]),
+        Step::Calls(String::new(), vec![model_call("mcp_fx_elicit", json!({}))]),
+    ]);
+    let mut client = crate::acp::Client::start(&env, &model);
+    client.initialize(json!({ "elicitation": { "form": {} } }));
+    let server = json!({ "name": "fx", "command": crate::support::FIXTURE,
+        "args": ["--scenario", "modern-only", "--record", env.record_path()],
+        "env": [{ "name": "NOD_IT_MARKER", "value": env.marker_env()["NOD_IT_MARKER"] }] });
+    let session = client.new_session(&crate::acp::cwd(&env), json!([server]));
+    client.call("session/set_mode", json!({ "sessionId": session, "modeId": "full-access" }));
+    let id = crate::acp::prompt(&mut client, &session, "greet me");
+    let asked = loop {
+        let message = client.next();
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+    };
+    client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
+    let answer = loop {
+        let message = client.next();
+        if message["id"] == id && message.get("method").is_none() {
+            break message;
+        }
+    };
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    // A late answer to the withdrawn question changes nothing.
+    client.send(
+        &json!({ "jsonrpc": "2.0", "id": asked["id"], "result": { "action": "accept", "content": { "name": "Ada" } } }),
+    );
+    client.finish();
+    assert_eq!(with_method(&env.wire(), "tools/call").len(), 1, "{:#?}", env.wire());
+    env.assert_no_leftovers();
+}
