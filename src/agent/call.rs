@@ -414,7 +414,7 @@ impl Agent {
                     }
                 },
                 recv(cancel.receiver()) -> _ => {
-                    session.cancel(call, "cancelled");
+                    session.cancel(call, "client cancelled");
                     return Err(Ran::End(CallEnd::Interrupted, None));
                 }
             }
