@@ -441,3 +441,36 @@ fn a_whole_session_from_trust_to_exit() {
     assert!(answer.contains(r#""name":"Grace""#), "{answer}");
     env.assert_no_leftovers();
 }
+
+/// A subagent's call is asked about at the shell's prompt, named by the subagent, and runs
+/// once approved there.
+#[test]
+fn a_subagents_call_is_approved_at_the_shell_prompt_under_its_name() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let message = |text: &str| call("subagent", json!({ "action": "message", "name": "scribe", "message": text }));
+    let model = Model::routed(vec![
+        (
+            "SCRIBE:",
+            vec![
+                Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+                Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": "from scribe" }))]),
+                Step::Text("Scribe echoed.".into()),
+            ],
+        ),
+        (
+            "",
+            vec![Step::Calls(String::new(), vec![message("SCRIBE: echo something")]), Step::Text("Delegated.".into())],
+        ),
+    ]);
+    let mut term = shell(&env, &model);
+    ready(&mut term).type_line("delegate an echo");
+    term.next("● subagent").next("Allow this MCP tool call?").next("(server fx, tool echo)");
+    term.next("asked by subagent scribe").next("choose 1-3").type_line("1");
+    term.next("Delegated.").next("nod> ");
+    exit(term);
+    let echoed: Vec<Value> = crate::support::with_method(&env.wire(), "tools/call").into_iter().cloned().collect();
+    assert_eq!(echoed.len(), 1);
+    assert_eq!(echoed[0]["params"]["arguments"]["message"], "from scribe");
+    env.assert_no_leftovers();
+}
