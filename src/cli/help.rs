@@ -525,7 +525,10 @@ pub const COMMANDS: &[Command] = &[
 pub const NOD_OVERVIEW: &[(&str, &str)] = &[
     ("nod [FLAGS]", "The interactive shell: talk to the model, browse and use MCP servers (/help inside)."),
     ("nod mcp <command>", "Manage and use MCP servers from the shell; see nod mcp --help and nod-mcp(1)."),
-    ("nod ask [FLAGS] <prompt>", "Ask the model; it finds and calls MCP tools. For scripts and pipelines."),
+    (
+        "nod ask [FLAGS] <prompt>",
+        "Ask the model; it finds and calls MCP tools, and may delegate to subagents. For scripts and pipelines.",
+    ),
     ("nod acp [FLAGS]", "Serve editors as an Agent Client Protocol agent on stdin and stdout."),
     ("nod permissions [--json]", "Show the permission mode and rules, with their sources."),
     ("nod status [--json]", "Show configuration, without connecting."),
