@@ -27,13 +27,13 @@ pub fn markings(tool: &Value) -> Result<Vec<(String, String)>, String> {
     if let Some(properties) = top {
         for (name, property) in properties {
             if let Some(header) = property.get("x-mcp-header") {
-                let header = header.as_str().ok_or_else(|| format!("x-mcp-header of {name} is not a string"))?;
+                let header = header.as_str().ok_or_else(|| format!("x-mcp-header of {name:?} is not a string"))?;
                 check_name(header)?;
                 match property.get("type").and_then(Value::as_str) {
                     Some("string" | "integer" | "boolean") => {}
                     _ => {
                         return Err(format!(
-                            "x-mcp-header {header:?} is on {name}, which is not a string, integer or boolean"
+                            "x-mcp-header {header:?} is on {name:?}, which is not a string, integer or boolean"
                         ));
                     }
                 }

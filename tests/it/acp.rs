@@ -107,6 +107,27 @@ impl Client {
         }
     }
 
+    /// Reads until nod sends a request (or notification) with `method`; returns it, leaving
+    /// it unanswered.
+    pub fn until_method(&mut self, method: &str) -> Value {
+        loop {
+            let message = self.next();
+            if message["method"] == method {
+                return message;
+            }
+        }
+    }
+
+    /// Reads until the answer to `id`, leaving nod's requests meanwhile unanswered.
+    pub fn until_answer(&mut self, id: i64) -> Value {
+        loop {
+            let message = self.next();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+
     /// `request`, then `answer_of`, refusing any request from nod.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params);
@@ -505,19 +526,9 @@ fn cancel_while_a_permission_request_is_open_ends_the_turn_cancelled() {
     client.initialize(json!({}));
     let session = client.new_session(&cwd(&env), json!([fixture_server(&env, "fx")]));
     let id = prompt(&mut client, &session, "echo");
-    let asked = loop {
-        let message = client.next();
-        if message["method"] == "session/request_permission" {
-            break message;
-        }
-    };
+    let asked = client.until_method("session/request_permission");
     client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
-    let answer = loop {
-        let message = client.next();
-        if message["id"] == id && message.get("method").is_none() {
-            break message;
-        }
-    };
+    let answer = client.until_answer(id);
     assert_eq!(answer["result"], json!({ "stopReason": "cancelled" }), "{answer}");
     let withdrawn =
         client.seen.iter().any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == asked["id"]);

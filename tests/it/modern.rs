@@ -397,19 +397,9 @@ fn a_cancel_while_input_is_collected_sends_no_retry() {
     let session = client.new_session(&crate::acp::cwd(&env), json!([server]));
     client.call("session/set_mode", json!({ "sessionId": session, "modeId": "full-access" }));
     let id = crate::acp::prompt(&mut client, &session, "greet me");
-    let asked = loop {
-        let message = client.next();
-        if message["method"] == "elicitation/create" {
-            break message;
-        }
-    };
+    let asked = client.until_method("elicitation/create");
     client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
-    let answer = loop {
-        let message = client.next();
-        if message["id"] == id && message.get("method").is_none() {
-            break message;
-        }
-    };
+    let answer = client.until_answer(id);
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     // A late answer to the withdrawn question changes nothing.
     client.send(

@@ -428,3 +428,50 @@ mod lib {
         assert!(result.contains("Not sent: MCP server fx reconnected"), "{result}");
     }
 }
+
+#[test]
+fn a_child_stops_at_its_step_limit_and_its_answer_is_bounded() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    settings(&env, json!({ "max_tool_result_bytes": 1024 }));
+    let search = || calls(vec![call("capability_search", json!({ "query": "echo" }))]);
+    let model = Model::routed(vec![
+        ("LOOPING", (0..25).map(|_| search()).collect()),
+        ("LONG", vec![Step::Text("y".repeat(3000))]),
+        (
+            "PARENT",
+            vec![calls(vec![run("LOOPING: search forever"), run("LONG: write a lot")]), Step::Text("Done.".into())],
+        ),
+    ]);
+    ask(&env, &model, &["PARENT: two children"]).run().code(0).within(60.0).stdout_has("Done.");
+    assert_eq!(requests_of(&model, "LOOPING").len(), 20, "a child makes at most 20 model requests a run");
+    let results = results_of(&model, "PARENT");
+    assert_eq!(results[0]["ok"], true, "{}", results[0]);
+    assert!(results[0]["result"].as_str().unwrap().contains("step limit"), "{}", results[0]);
+    let long = results[1]["result"].as_str().unwrap();
+    assert!(long.len() < 1300 && long.contains("truncated for subagent"), "{long}");
+}
+
+#[test]
+fn cancelling_at_a_childs_permission_question_ends_the_parents_turn() {
+    let env = Env::new();
+    let model = Model::routed(vec![
+        (
+            "ASKING",
+            vec![
+                calls(vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+                calls(vec![call("mcp_fx_echo", json!({ "message": "never" }))]),
+            ],
+        ),
+        ("PARENT", vec![calls(vec![run("ASKING: echo")]), Step::Text("Never.".into())]),
+    ]);
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let session = client.new_session(&cwd(&env), json!([fixture_server(&env, "fx")]));
+    let id = prompt(&mut client, &session, "PARENT: delegate");
+    let answer = client.answer_of(id, |_| json!({ "outcome": { "outcome": "cancelled" } }));
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert_eq!(requests_of(&model, "PARENT").len(), 1, "the parent never asked the model again");
+    client.finish();
+    assert!(echo_calls(&env.wire()).is_empty());
+}
