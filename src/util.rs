@@ -86,6 +86,14 @@ pub struct Redactor {
     secrets: Arc<RwLock<Vec<String>>>,
 }
 
+/// Never shows what it holds: only how many.
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known = self.secrets.read().unwrap_or_else(PoisonError::into_inner);
+        write!(f, "Redactor({} secrets)", known.len())
+    }
+}
+
 impl Redactor {
     /// Remembers more secrets. Longer ones are replaced first.
     pub fn add(&self, secrets: impl IntoIterator<Item = String>) {

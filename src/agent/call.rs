@@ -1,21 +1,26 @@
 //! Running the tool calls of one step: admission (a known tool, JSON object arguments), the
-//! permission decision (asking the surface when needed) and its check again right before
-//! the request is sent, the call itself with the elicitations that arrive meanwhile, and the
-//! result made fit for the model (bounded, marked untrusted).
+//! permission decision on the tool's identity (asking the surface when needed) and its check
+//! again right before the request is sent, the call itself with the elicitations that arrive
+//! meanwhile, and the result made fit for the model (bounded, marked untrusted).
+//!
+//! Built-ins run from their rows in `builtin::BUILTINS`; MCP tools by the identity their
+//! alias resolves to. Both reach MCP through `Reach`, the same for a parent and a subagent.
+
+use std::sync::Arc;
 
 use crossbeam_channel::select;
 use serde_json::{Value, json};
 
-use super::permissions::{Decision, Denial, Sensitivity};
-use super::subagent;
-use super::tools::{self, Outcome};
+use super::builtin::{self, Builtin};
+use super::outcome::{Failure, Outcome};
+use super::permissions::{Decision, Denial, Sensitivity, Subject};
+use super::text::Source;
+use super::tools;
 use super::turn::{Turn, arguments};
 use super::{Agent, Answer, Approval, Elicited, Level, Surface};
-use std::sync::Arc;
-
 use crate::dispatch::{CallError, CallUpdate, GroupId};
 use crate::mcp::method;
-use crate::provider::{Completion, Message};
+use crate::provider::{Completion, Message, ToolCall};
 use crate::session::elicit::{Asked, InputRequired};
 use crate::session::{Admit, Call, Session};
 use crate::util::Trigger;
@@ -30,16 +35,24 @@ pub(super) struct Step {
     pub all_malformed: bool,
 }
 
-pub(super) enum CallEnd {
+pub(crate) enum CallEnd {
     Interrupted,
     InputRequired(Box<InputRequired>),
 }
 
 /// How a tool's execution ended.
-enum Ran {
+pub(crate) enum Ran {
     Done(Outcome),
     Malformed(Outcome),
     End(CallEnd, Option<Outcome>),
+}
+
+/// What a running tool may use of its step.
+pub(crate) struct Calling<'a> {
+    pub group: GroupId,
+    pub surface: &'a mut dyn Surface,
+    pub cancel: &'a Trigger,
+    pub notes: &'a mut Vec<String>,
 }
 
 impl Agent {
@@ -54,20 +67,22 @@ impl Agent {
         let mut step = Step { results: Vec::new(), notes: Vec::new(), end: None, all_malformed: true };
         let calls = &completion.calls;
         // A leading run of two or more subagent calls runs in parallel.
-        let lead = calls.iter().take_while(|c| c.name == subagent::TOOL).count();
-        let parallel = if lead >= 2 && self.view.is_none() { lead } else { 0 };
+        let lead = calls.iter().take_while(|c| c.name == builtin::SUBAGENT).count();
+        let parallel = if lead >= 2 && !self.reach.is_child() { lead } else { 0 };
         if parallel > 0 {
-            // The children's views are taken from the servers as they are: start them first.
-            self.start_servers(surface);
-            let names: Vec<&str> = calls[..parallel].iter().map(|c| c.name.as_str()).collect();
-            surface.notice(Level::Info, &format!("running {} subagents in parallel", names.len()));
-            let (outcomes, interrupted) = self.run_subagents(&calls[..parallel], surface, cancel);
             step.all_malformed = false;
+            let (outcomes, interrupted) = match self.permit_subagents(surface, &mut step.notes) {
+                Ok(()) => {
+                    // The children's views are taken from the servers as they are: start them first.
+                    self.start_servers(surface);
+                    surface.notice(Level::Info, &format!("running {parallel} subagents in parallel"));
+                    self.run_subagents(&calls[..parallel], surface, cancel)
+                }
+                Err((outcome, interrupted)) => (vec![outcome; parallel], interrupted),
+            };
             for (call, outcome) in calls.iter().zip(outcomes) {
                 surface.tool_started(&call.name, &call.arguments);
-                surface.tool_finished(&call.name, outcome.ok, &detail(&outcome), &outcome.content);
-                turn.tool_calls.push((call.name.clone(), outcome.ok));
-                step.results.push(Message::Tool { call_id: call.id.clone(), content: outcome.content });
+                self.finish_call(call, outcome, surface, turn, &mut step);
             }
             if interrupted {
                 step.end = Some(CallEnd::Interrupted);
@@ -80,15 +95,8 @@ impl Agent {
                 break;
             }
             surface.tool_started(&call.name, &call.arguments);
-            let ran = if call.name == subagent::TOOL && self.view.is_none() {
-                self.start_servers(surface);
-                surface.tool_running();
-                let (mut outcomes, interrupted) = self.run_subagents(std::slice::from_ref(call), surface, cancel);
-                let outcome = outcomes.pop().expect("one outcome a call");
-                if interrupted { Ran::End(CallEnd::Interrupted, Some(outcome)) } else { Ran::Done(outcome) }
-            } else {
-                self.run_one(&call.name, &call.arguments, group, surface, cancel, &mut step.notes)
-            };
+            let mut calling = Calling { group, surface: &mut *surface, cancel, notes: &mut step.notes };
+            let ran = self.run_one(&call.name, &call.arguments, &mut calling);
             let (outcome, end) = match ran {
                 Ran::Done(outcome) => {
                     step.all_malformed = false;
@@ -101,9 +109,7 @@ impl Agent {
                 }
             };
             if let Some(outcome) = outcome {
-                surface.tool_finished(&call.name, outcome.ok, &detail(&outcome), &outcome.content);
-                turn.tool_calls.push((call.name.clone(), outcome.ok));
-                step.results.push(Message::Tool { call_id: call.id.clone(), content: outcome.content });
+                self.finish_call(call, outcome, surface, turn, &mut step);
             }
             if let Some(end) = end {
                 step.end = Some(end);
@@ -113,146 +119,127 @@ impl Agent {
         step
     }
 
-    fn run_one(
-        &mut self,
-        name: &str,
-        raw: &str,
-        group: GroupId,
-        surface: &mut dyn Surface,
-        cancel: &Trigger,
-        notes: &mut Vec<String>,
-    ) -> Ran {
-        let builtin = self.builtins().iter().any(|s| s.name == name);
-        if !builtin && !self.catalog.is_selected(name) {
-            let envelope = json!({ "error": { "type": "tool_execution_failed", "tool_name": name,
-                "message": format!("Unsupported tool: {name}"),
-                "suggestion": "Use only the tools advertised for this session." } });
-            return Ran::Malformed(Outcome { ok: false, content: envelope.to_string() });
+    fn finish_call(&self, call: &ToolCall, outcome: Outcome, surface: &mut dyn Surface, turn: &mut Turn, step: &mut Step) {
+        let content = outcome.content();
+        surface.tool_finished(&call.name, outcome.is_ok(), &outcome.detail(), &content);
+        turn.tool_calls.push((call.name.clone(), outcome.is_ok()));
+        step.results.push(Message::Tool { call_id: call.id.clone(), content });
+    }
+
+    /// The permission decision for a parallel run of subagents, made once for all of them.
+    fn permit_subagents(&mut self, surface: &mut dyn Surface, notes: &mut Vec<String>) -> Result<(), (Outcome, bool)> {
+        let row = builtin::find(builtin::SUBAGENT).expect("a row");
+        let approval = Approval::builtin(row.name, json!({ "parallel": true }));
+        let subject = Subject::Builtin(row.name);
+        match self.permit(&subject, "*", row.sensitivity, &approval, surface, notes) {
+            Ok(_) => Ok(()),
+            Err(Ran::End(_, outcome)) => {
+                Err((outcome.unwrap_or_else(|| Failure::denied(row.name, Denial::UserDenied).into()), true))
+            }
+            Err(Ran::Done(outcome) | Ran::Malformed(outcome)) => Err((outcome, false)),
+        }
+    }
+
+    fn run_one(&mut self, name: &str, raw: &str, calling: &mut Calling<'_>) -> Ran {
+        let row = builtin::offered(self.reach.is_child()).find(|b| b.name == name);
+        if row.is_none() && !self.catalog.is_selected(name) {
+            return Ran::Malformed(Failure::Unsupported { tool: name.to_string() }.into());
         }
         let args = match arguments(raw) {
             Ok(args) => args,
             Err(why) => return Ran::Malformed(Outcome::failed(name, why)),
         };
-        self.start_servers(surface);
-        if name != "mcp_read_resource" && tools::specs().iter().any(|s| s.name == name) {
-            surface.tool_running();
+        if self.reach.starts_servers() && (row.is_none() || name != builtin::SUBAGENT) {
+            self.start_servers(calling.surface);
         }
-        let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("").to_string();
-        match name {
-            "capability_search" => {
-                let query = text("query");
-                if query.trim().is_empty() {
-                    return Ran::Malformed(Outcome::failed(name, "capability_search requires a query."));
-                }
-                let server = args.get("server").and_then(Value::as_str);
-                if self.view.as_ref().is_some_and(|v| v.is_empty()) {
-                    return Ran::Done(subagent::disabled());
-                }
-                let policy = self.policy.clone();
-                let view = self.view.clone();
-                let hidden = move |alias: &str| {
-                    policy.always_denied(alias) || view.as_ref().is_some_and(|v| v.tool(alias).is_none())
-                };
-                let (outcome, notice) = tools::capability_search(
-                    &mut self.catalog,
-                    &self.runtime,
-                    &self.limits,
-                    &hidden,
-                    &query,
-                    server,
-                    self.view.as_deref(),
-                );
-                if let Some(notice) = notice {
-                    surface.notice(Level::Info, notice);
-                }
-                Ran::Done(outcome)
-            }
-            "mcp_select_tool" => {
-                let alias = text("name");
-                if alias.is_empty() {
-                    return Ran::Malformed(Outcome::failed(
-                        name,
-                        "mcp_select_tool requires an exact dynamic tool name.",
-                    ));
-                }
-                if let Some(view) = &self.view {
-                    if view.is_empty() {
-                        return Ran::Done(subagent::disabled_failure(name));
-                    }
-                    if view.tool(&alias).is_none() {
-                        return Ran::Done(Outcome::failed(name, &format!("Unknown MCP tool: {alias}")));
-                    }
-                }
-                Ran::Done(tools::select(&mut self.catalog, &self.runtime, &self.limits, &alias))
-            }
-            "mcp_read_resource" => {
-                let (server, uri) = (text("server"), text("uri"));
-                if server.is_empty() || uri.is_empty() {
-                    return Ran::Malformed(Outcome::failed(name, "mcp_read_resource requires server and uri."));
-                }
-                if let Some(view) = &self.view {
-                    if view.is_empty() {
-                        return Ran::Done(subagent::disabled_failure(name));
-                    }
-                    if !view.admits(&server, subagent::Use::Resource) {
-                        let why = format!("MCP server {server}'s resources are not in this subagent's view");
-                        return Ran::Done(Outcome::failed(name, &why));
-                    }
-                }
-                let target = format!("{server}:{uri}");
-                let approval = Approval {
-                    tool: name.into(),
-                    server: Some(server.clone()),
-                    original: None,
-                    arguments: args.clone(),
-                    agent: None,
-                };
-                let approved = match self.permit(name, &target, Sensitivity::ReadOnly, &approval, surface, notes) {
-                    Ok(approved) => approved,
-                    Err(ran) => return ran,
-                };
-                let session = match &self.view {
-                    Some(view) => view.check(&server).map_err(|why| subagent::refused(name, &why)),
-                    None => tools::resource_session(&self.runtime, &server),
-                };
-                let session = match session {
-                    Ok(session) => session,
-                    Err(outcome) => return Ran::Done(outcome),
-                };
-                let policy = self.policy.clone();
-                let view = self.view.clone();
-                let checked = server.clone();
-                let admit: Admit = Arc::new(move || {
-                    if let Some(view) = &view {
-                        view.check(&checked).map_err(|why| subagent::refused("mcp_read_resource", &why).content)?;
-                    }
-                    policy
-                        .recheck("mcp_read_resource", &target, Sensitivity::ReadOnly, approved)
-                        .map_err(|d| d.to_json("mcp_read_resource").to_string())
-                });
-                surface.tool_running();
-                let params = json!({ "uri": uri });
-                let mut call = session.start_admitted(
-                    method::RESOURCES_READ,
-                    params,
-                    session.operation_timeout,
-                    Some(group),
-                    Some(admit),
-                );
-                match self.wait_call(&session, &mut call, surface, cancel, name) {
-                    Ok(result) => Ran::Done(tools::resource_outcome(result, &self.limits, &server, &uri)),
-                    Err(ran) => ran,
-                }
-            }
-            alias => self.call_mcp(alias, args, group, surface, cancel, notes),
+        match row {
+            Some(row) => self.run_builtin(row, &args, calling),
+            None => self.call_mcp(name, args, calling),
         }
+    }
+
+    /// A built-in: its arguments checked, the permission decided (rules apply to built-ins
+    /// too), then its row's `run`.
+    fn run_builtin(&mut self, row: &'static Builtin, args: &Value, calling: &mut Calling<'_>) -> Ran {
+        if let Some(missing) = required_missing(row, args) {
+            return Ran::Malformed(Outcome::failed(row.name, format!("{} requires {missing}.", row.name)));
+        }
+        let target = (row.target)(args);
+        let approval = Approval::builtin(row.name, args.clone());
+        let subject = Subject::Builtin(row.name);
+        if let Err(ran) = self.permit(&subject, &target, row.sensitivity, &approval, calling.surface, calling.notes) {
+            return ran;
+        }
+        calling.surface.tool_running();
+        (row.run)(self, args, calling)
+    }
+
+    pub(super) fn run_search(&mut self, args: &Value, calling: &mut Calling<'_>) -> Ran {
+        let query = text(args, "query");
+        let server = args.get("server").and_then(Value::as_str);
+        if let Some(outcome) = self.reach.view().filter(|v| v.is_empty()).map(|_| super::subagent::disabled()) {
+            return Ran::Done(outcome);
+        }
+        let (outcome, notice) = tools::capability_search(self, &query, server);
+        if let Some(notice) = notice {
+            calling.surface.notice(Level::Info, notice);
+        }
+        Ran::Done(outcome)
+    }
+
+    pub(super) fn run_select(&mut self, args: &Value, _calling: &mut Calling<'_>) -> Ran {
+        let alias = text(args, "name");
+        if let Some(failure) = self.reach.disabled(builtin::SELECT) {
+            return Ran::Done(failure.into());
+        }
+        if !self.reach.admits_tool(&alias) {
+            return Ran::Done(Outcome::failed(builtin::SELECT, format!("Unknown MCP tool: {alias}")));
+        }
+        Ran::Done(tools::select(self, &alias))
+    }
+
+    pub(super) fn run_read_resource(&mut self, args: &Value, calling: &mut Calling<'_>) -> Ran {
+        const TOOL: &str = builtin::READ_RESOURCE;
+        let (server, uri) = (text(args, "server"), text(args, "uri"));
+        if let Some(failure) = self.reach.disabled(TOOL) {
+            return Ran::Done(failure.into());
+        }
+        if !self.reach.admits_resources(&server) {
+            let why = format!("MCP server {server}'s resources are not in this subagent's view");
+            return Ran::Done(Outcome::failed(TOOL, why));
+        }
+        let session = match self.reach.session(&self.runtime, TOOL, &server) {
+            Ok(session) => session,
+            Err(failure) => return Ran::Done(failure.into()),
+        };
+        let target = format!("{server}:{uri}");
+        let admit = self.admit(Subject::Builtin(TOOL), target, Sensitivity::ReadOnly, &server, false);
+        let params = json!({ "uri": uri });
+        let mut call = session.start_admitted(
+            method::RESOURCES_READ,
+            params,
+            session.operation_timeout,
+            Some(calling.group),
+            Some(admit),
+        );
+        match self.wait_call(&session, &mut call, calling, TOOL) {
+            Ok(result) => Ran::Done(tools::resource_outcome(self, result, &server, &uri)),
+            Err(ran) => ran,
+        }
+    }
+
+    pub(super) fn run_subagent(&mut self, args: &Value, calling: &mut Calling<'_>) -> Ran {
+        self.start_servers(calling.surface);
+        let call = ToolCall { id: String::new(), name: builtin::SUBAGENT.into(), arguments: args.to_string() };
+        let (mut outcomes, interrupted) = self.run_subagents(std::slice::from_ref(&call), calling.surface, calling.cancel);
+        let outcome = outcomes.pop().expect("one outcome a call");
+        if interrupted { Ran::End(CallEnd::Interrupted, Some(outcome)) } else { Ran::Done(outcome) }
     }
 
     /// Optional servers start on the first use of MCP; those that cannot be used are named
     /// once, as notices. Their tools are indexed as they come up.
-    fn start_servers(&mut self, surface: &mut dyn Surface) {
-        if self.view.is_some() {
-            // A subagent's view is fixed: it starts nothing.
+    pub(super) fn start_servers(&mut self, surface: &mut dyn Surface) {
+        if !self.reach.starts_servers() {
             return;
         }
         if self.runtime.has_idle() {
@@ -269,6 +256,7 @@ impl Agent {
                 continue;
             }
             if let Some(problem) = self.runtime.problem(&name) {
+                let problem = self.marker.redact(&problem);
                 surface.notice(Level::Warning, &format!("MCP server {name} is not available: {problem}"));
                 self.reported.push(name);
             }
@@ -279,22 +267,23 @@ impl Agent {
     /// person approved this one call); `Err`: the tool does not run.
     fn permit(
         &mut self,
-        name: &str,
+        subject: &Subject,
         target: &str,
         sensitivity: Sensitivity,
         approval: &Approval,
         surface: &mut dyn Surface,
         notes: &mut Vec<String>,
     ) -> Result<bool, Ran> {
-        let denied = |denial: Denial| Ran::Done(Outcome { ok: false, content: denial.to_json(name).to_string() });
-        match self.policy.decide(name, target, sensitivity) {
+        let name = subject.name().to_string();
+        let denied = |denial: Denial| Ran::Done(Failure::denied(&name, denial).into());
+        match self.policy.decide(subject, target, sensitivity) {
             Decision::Allow => Ok(false),
             Decision::Deny(denial) => Err(denied(denial)),
             Decision::Ask => match surface.approve(approval) {
                 None => Err(denied(Denial::PermissionRequired)),
                 Some(Answer::Once) => Ok(true),
                 Some(Answer::Session) => {
-                    self.policy.grant(name);
+                    self.policy.grant(subject, target);
                     Ok(true)
                 }
                 Some(Answer::Deny(note)) => {
@@ -303,31 +292,37 @@ impl Agent {
                     }
                     Err(denied(Denial::UserDenied))
                 }
-                Some(Answer::Cancel) => Err(Ran::End(
-                    CallEnd::Interrupted,
-                    Some(Outcome { ok: false, content: Denial::UserDenied.to_json(name).to_string() }),
-                )),
+                Some(Answer::Cancel) => {
+                    Err(Ran::End(CallEnd::Interrupted, Some(Failure::denied(&name, Denial::UserDenied).into())))
+                }
             },
         }
     }
 
-    fn call_mcp(
-        &mut self,
-        alias: &str,
-        args: Value,
-        group: GroupId,
-        surface: &mut dyn Surface,
-        cancel: &Trigger,
-        notes: &mut Vec<String>,
-    ) -> Ran {
-        if let Some(view) = &self.view
-            && view.tool(alias).is_none()
-        {
+    /// The last word before a request is sent (and before any retry with input): the reach
+    /// still admits `server` (a subagent's view is alive, its session the admitted one), and
+    /// the permission decision still holds. A refusal is a typed `Failure`.
+    fn admit(&self, subject: Subject, target: String, sensitivity: Sensitivity, server: &str, approved: bool) -> Admit {
+        let policy = self.policy.clone();
+        let reach = self.reach.clone();
+        let server = server.to_string();
+        Arc::new(move || {
+            let name = subject.name();
+            reach.check(name, &server).map_err(|f| Arc::new(f) as crate::dispatch::Refusal)?;
+            policy
+                .recheck(&subject, &target, sensitivity, approved)
+                .map_err(|denial| Arc::new(Failure::denied(name, denial)) as crate::dispatch::Refusal)
+        })
+    }
+
+    fn call_mcp(&mut self, alias: &str, args: Value, calling: &mut Calling<'_>) -> Ran {
+        if !self.reach.admits_tool(alias) {
             return Ran::Done(Outcome::failed(alias, "this tool is not in this subagent's view"));
         }
         let Some(entry) = self.catalog.lookup(&self.runtime, &self.limits, alias) else {
             return Ran::Done(Outcome::failed(alias, "tool no longer available"));
         };
+        let subject = self.catalog.subject(alias).expect("a looked-up alias has an identity");
         let approval = Approval {
             tool: alias.to_string(),
             server: Some(entry.server.clone()),
@@ -335,52 +330,33 @@ impl Agent {
             arguments: args.clone(),
             agent: None,
         };
-        let approved = match self.permit(alias, "*", Sensitivity::Sensitive, &approval, surface, notes) {
-            Ok(approved) => approved,
-            Err(ran) => return ran,
+        let approved =
+            match self.permit(&subject, "*", Sensitivity::Sensitive, &approval, calling.surface, calling.notes) {
+                Ok(approved) => approved,
+                Err(ran) => return ran,
+            };
+        let session = match self.reach.session(&self.runtime, alias, &entry.server) {
+            Ok(session) => session,
+            Err(_) if !self.reach.is_child() => return Ran::Done(Outcome::failed(alias, "tool no longer available")),
+            Err(failure) => return Ran::Done(failure.into()),
         };
-        let session = match &self.view {
-            Some(view) => match view.check(&entry.server) {
-                Ok(session) => session,
-                Err(why) => return Ran::Done(subagent::refused(alias, &why)),
-            },
-            None => match self.runtime.session(&entry.server) {
-                Ok(session) => session,
-                Err(_) => return Ran::Done(Outcome::failed(alias, "tool no longer available")),
-            },
-        };
-        let policy = self.policy.clone();
-        let permission = alias.to_string();
-        let view = self.view.clone();
-        let server = entry.server.clone();
-        // The last word before the request is sent (and before any retry with input): the
-        // subagent's view is still alive and the session is the one it admitted, and the
-        // permission decision still holds.
-        let admit: Admit = Arc::new(move || {
-            if let Some(view) = &view {
-                view.check(&server).map_err(|why| subagent::refused(&permission, &why).content)?;
-            }
-            policy
-                .recheck(&permission, "*", Sensitivity::Sensitive, approved)
-                .map_err(|d| d.to_json(&permission).to_string())
-        });
-        surface.tool_running();
-        let mut call = session.call_tool_admitted(entry.name(), &args, Some(group), admit);
-        match self.wait_call(&session, &mut call, surface, cancel, alias) {
+        let admit = self.admit(subject, "*".into(), Sensitivity::Sensitive, &entry.server, approved);
+        calling.surface.tool_running();
+        let mut call = session.call_tool_admitted(entry.name(), &args, Some(calling.group), admit);
+        match self.wait_call(&session, &mut call, calling, alias) {
             Ok(result) => Ran::Done(self.mcp_outcome(alias, &entry.server, entry.name(), result)),
             Err(ran) => ran,
         }
     }
 
-    /// Waits for `call`, answering through `surface` the elicitations that arrive meanwhile
+    /// Waits for `call`, answering through the surface the elicitations that arrive meanwhile
     /// (a server's elicitation/create, or the input requests of a 2026-07-28 result). The
     /// result, or how the tool ended otherwise (input nobody can give, cancellation).
     fn wait_call(
         &mut self,
         session: &Session,
         call: &mut Call,
-        surface: &mut dyn Surface,
-        cancel: &Trigger,
+        calling: &mut Calling<'_>,
         tool: &str,
     ) -> Result<Result<Value, CallError>, Ran> {
         loop {
@@ -398,7 +374,7 @@ impl Agent {
                     if responder.is_cancelled() {
                         continue;
                     }
-                    match surface.elicit(&input) {
+                    match calling.surface.elicit(&input) {
                         Elicited::Answer(answer) => responder.respond(Ok(answer)),
                         Elicited::Unanswerable => {
                             // The call is cancelled before the server hears the answer.
@@ -409,11 +385,11 @@ impl Agent {
                         Elicited::Refused(why) => {
                             session.cancel(call, "the server asked for input that nod could not collect");
                             responder.respond(Ok(json!({ "action": "cancel" })));
-                            return Err(Ran::Done(Outcome::failed(tool, &why)));
+                            return Err(Ran::Done(Outcome::failed(tool, why)));
                         }
                     }
                 },
-                recv(cancel.receiver()) -> _ => {
+                recv(calling.cancel.receiver()) -> _ => {
                     session.cancel(call, "client cancelled");
                     return Err(Ran::End(CallEnd::Interrupted, None));
                 }
@@ -421,12 +397,12 @@ impl Agent {
         }
     }
 
-    /// A `tools/call` result as the model sees it (agent-reference 2.5).
+    /// A `tools/call` result as the model sees it (agent-reference 2.5): the content, or the
+    /// server's error, or nod's own error about the call (which may quote a server's stderr),
+    /// all marked as the server's and redacted.
     fn mcp_outcome(&self, alias: &str, server: &str, tool: &str, result: Result<Value, CallError>) -> Outcome {
-        let limits = &self.limits;
         let wrap = |text: &str| {
-            let bounded = super::text::bound(&super::text::sanitize(text), limits.tool_result, alias);
-            super::text::untrusted(&[("server", server), ("tool", tool)], &bounded)
+            self.marker.marked(Source::Mcp, &[("server", server), ("tool", tool)], text, self.limits.tool_result, alias)
         };
         match result {
             Ok(value) => {
@@ -439,16 +415,52 @@ impl Agent {
                 if value.get("isError").and_then(Value::as_bool).unwrap_or(false) {
                     let message =
                         if text.trim().is_empty() { "MCP tool reported an error".to_string() } else { wrap(&text) };
-                    Outcome::failed(alias, &message)
+                    Outcome::failed(alias, message)
                 } else {
-                    Outcome::ok(wrap(&text))
+                    Outcome::Ok(wrap(&text))
                 }
             }
-            Err(CallError::Refused(why)) => Outcome { ok: false, content: why },
-            Err(CallError::Rpc(error)) => Outcome::failed(alias, &wrap(&error.message)),
-            Err(err) => Outcome::failed(alias, &crate::util::one_line(&err.to_string())),
+            Err(err) => refused(&err).unwrap_or_else(|| Outcome::failed(alias, wrap(&error_text(&err)))),
         }
     }
+}
+
+/// A refusal of the check before transport, taken back as the agent's own failure.
+pub(super) fn refused(err: &CallError) -> Option<Outcome> {
+    match err {
+        CallError::Refused(refusal) => {
+            Some(refusal.downcast_ref::<Failure>().cloned().unwrap_or_else(|| Failure::execution("", refusal.to_string())).into())
+        }
+        _ => None,
+    }
+}
+
+/// What a call's error says: a server's own message as it wrote it, nod's text otherwise.
+pub(super) fn error_text(err: &CallError) -> String {
+    match err {
+        CallError::Rpc(error) => error.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The first required parameter of `row` that `args` lacks or gives empty.
+fn required_missing(row: &Builtin, args: &Value) -> Option<String> {
+    let schema = (row.parameters)();
+    let required = schema.get("required").and_then(Value::as_array)?;
+    let missing: Vec<&str> = required
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|key| args.get(*key).and_then(Value::as_str).is_none_or(|v| v.trim().is_empty()))
+        .collect();
+    match missing.as_slice() {
+        [] => None,
+        [one] => Some(format!("a {one}")),
+        many => Some(many.join(" and ")),
+    }
+}
+
+fn text(args: &Value, key: &str) -> String {
+    args.get(key).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 /// A one-line preview of a call's arguments (80 characters), for tool lines.
@@ -458,17 +470,4 @@ pub fn preview(raw: &str) -> String {
         Some((cut, _)) => format!("{}…", &line[..cut]),
         None => line,
     }
-}
-
-/// The first line of a failure, for the surface.
-fn detail(outcome: &Outcome) -> String {
-    if outcome.ok {
-        return String::new();
-    }
-    let value: Value = serde_json::from_str(&outcome.content).unwrap_or(Value::Null);
-    let message = value.pointer("/error/message").and_then(Value::as_str).unwrap_or(&outcome.content);
-    let line = crate::util::one_line(
-        message.lines().find(|l| !l.trim().is_empty() && !l.starts_with("<untrusted")).unwrap_or(""),
-    );
-    line.chars().take(120).collect()
 }

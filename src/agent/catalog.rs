@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::limits::Limits;
 use super::names::Aliases;
+use super::permissions::Subject;
 use super::search::{self, Fields, Text};
-use super::text::cut;
+use super::text::{Marker, Source, cut};
 use crate::provider::ToolSpec;
 use crate::session::catalog::{self, Kind};
 use crate::session::runtime::Runtime;
@@ -30,29 +31,41 @@ impl Entry {
         self.tool.get("name").and_then(Value::as_str).unwrap_or("")
     }
 
-    /// The description the model sees: bounded, with the server's instructions after it.
-    pub fn description(&self, limits: &Limits) -> String {
+    /// The description the model sees: the server's text (the tool's description, bounded,
+    /// with the server's instructions after it), marked as the server's.
+    pub fn description(&self, limits: &Limits, marker: &Marker) -> String {
         let own = self.tool.get("description").and_then(Value::as_str).unwrap_or("");
         let mut text = cut(own, limits.description).to_string();
         if !self.instructions.is_empty() {
             text.push_str("\n\nServer instructions: ");
             text.push_str(&self.instructions);
         }
-        text
+        let cap = limits.description + limits.server_instructions + 64;
+        marker.marked(Source::Mcp, &[("server", &self.server), ("tool", self.name())], &text, cap, &self.alias)
     }
 
-    pub fn schema(&self) -> Value {
-        self.tool.get("inputSchema").cloned().unwrap_or_else(|| json!({ "type": "object" }))
+    /// The input schema the model sees: every string in it (descriptions, titles, enum
+    /// values, property names) cleaned the same way, so no text in it can close or forge the
+    /// marking.
+    pub fn schema(&self, marker: &Marker) -> Value {
+        match self.tool.get("inputSchema") {
+            Some(schema) => marker.value(schema),
+            None => json!({ "type": "object" }),
+        }
     }
 
     /// What loading this tool costs from the schema budget: the compact JSON of its
     /// description and schema.
-    pub fn cost(&self, limits: &Limits) -> usize {
-        json!({ "description": self.description(limits), "inputSchema": self.schema() }).to_string().len()
+    pub fn cost(&self, limits: &Limits, marker: &Marker) -> usize {
+        json!({ "description": self.description(limits, marker), "inputSchema": self.schema(marker) }).to_string().len()
     }
 
-    pub fn spec(&self, limits: &Limits) -> ToolSpec {
-        ToolSpec { name: self.alias.clone(), description: self.description(limits), parameters: self.schema() }
+    pub fn spec(&self, limits: &Limits, marker: &Marker) -> ToolSpec {
+        ToolSpec {
+            name: self.alias.clone(),
+            description: self.description(limits, marker),
+            parameters: self.schema(marker),
+        }
     }
 }
 
@@ -112,12 +125,9 @@ impl ServerIndex {
     }
 }
 
-/// The built-in tools' names, which no alias may take.
-pub const BUILTINS: [&str; 4] = ["capability_search", "mcp_select_tool", "mcp_read_resource", "subagent"];
-
 impl Default for Catalog {
     fn default() -> Catalog {
-        Catalog { aliases: Aliases::new(&BUILTINS), selected: Vec::new(), index: Vec::new(), frozen: false }
+        Catalog { aliases: Aliases::default(), selected: Vec::new(), index: Vec::new(), frozen: false }
     }
 }
 
@@ -194,7 +204,7 @@ impl Catalog {
             if listing.unusable(name).is_some() || catalog::requires_task(tool) {
                 continue;
             }
-            let alias = self.aliases.alias(server, name);
+            let Some(alias) = self.aliases.alias(server, name) else { continue };
             let fields = text.add(&alias, server, tool);
             tools.push(Indexed { alias, item, fields });
         }
@@ -223,14 +233,21 @@ impl Catalog {
         })
     }
 
+    /// What a permission decision about `alias` is about: the identity behind it, and whether
+    /// another known tool shares its canonical name.
+    pub fn subject(&self, alias: &str) -> Option<Subject> {
+        let identity = self.aliases.resolve(alias)?;
+        Some(Subject::tool(identity.clone(), alias, self.aliases.contested(identity)))
+    }
+
     /// Ranks every usable tool of the ready servers (or of `server`) for `tokens`; `hidden`
-    /// says which aliases to leave out (denied by a rule). Returns the count and the best
-    /// `keep`.
+    /// says which tools to leave out (denied by a rule, outside a subagent's view). Returns
+    /// the count and the best `keep`.
     pub fn search(
         &mut self,
         runtime: &Runtime,
         limits: &Limits,
-        hidden: &dyn Fn(&str) -> bool,
+        hidden: &dyn Fn(&Subject) -> bool,
         tokens: &[String],
         server: Option<&str>,
         keep: usize,
@@ -244,7 +261,12 @@ impl Catalog {
             let hits = search::instruction_hits(tokens, &index.instructions);
             for (t, tool) in index.tools.iter().enumerate() {
                 let score = search::score(tokens, &index.text, &tool.fields, &hits);
-                if score > 0 && !hidden(&tool.alias) {
+                let subject = || {
+                    let identity = super::names::Identity::new(&index.server, index.name(tool));
+                    let contested = self.aliases.contested(&identity);
+                    Subject::tool(identity, &tool.alias, contested)
+                };
+                if score > 0 && !hidden(&subject()) {
                     matches.push((score, &tool.alias, (s, t)));
                 }
             }
@@ -275,8 +297,8 @@ impl Catalog {
     }
 
     /// The selected tools to advertise now (those whose server is ready and still has them).
-    pub fn advertised(&mut self, runtime: &Runtime, limits: &Limits) -> Vec<ToolSpec> {
+    pub fn advertised(&mut self, runtime: &Runtime, limits: &Limits, marker: &Marker) -> Vec<ToolSpec> {
         let selected = self.selected.clone();
-        selected.iter().filter_map(|alias| self.lookup(runtime, limits, alias)).map(|e| e.spec(limits)).collect()
+        selected.iter().filter_map(|alias| self.lookup(runtime, limits, alias)).map(|e| e.spec(limits, marker)).collect()
     }
 }

@@ -7,13 +7,16 @@
 //! servers send (through the surface). A `Trigger` cancels a turn: the model request and the
 //! turn's MCP calls (one call group) are cancelled at once, on the wire.
 
+pub mod builtin;
 mod call;
 pub use call::preview;
 pub mod catalog;
 pub mod limits;
 pub mod names;
+pub mod outcome;
 pub mod permissions;
 pub mod prompt;
+mod reach;
 pub mod search;
 pub mod subagent;
 pub mod text;
@@ -31,6 +34,8 @@ use crate::session::runtime::Runtime;
 use catalog::Catalog;
 use limits::Limits;
 use permissions::Policy;
+use reach::Reach;
+use text::Marker;
 
 /// How notices are meant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +56,27 @@ pub struct Approval {
     pub arguments: Value,
     /// The subagent that asks, when it is not the agent itself.
     pub agent: Option<String>,
+}
+
+impl Approval {
+    /// A built-in's approval (no server).
+    pub fn builtin(name: &str, arguments: Value) -> Approval {
+        Approval { tool: name.to_string(), server: None, original: None, arguments, agent: None }
+    }
+
+    /// One line that names what would run: the alias, and for an MCP tool its server and its
+    /// own name (several servers may have similar names; the alias alone does not say which).
+    pub fn title(&self) -> String {
+        let mut title = self.tool.clone();
+        if let Some(server) = &self.server {
+            title.push_str(&format!(" (server {server}"));
+            if let Some(tool) = &self.original {
+                title.push_str(&format!(", tool {}", text::Marker::default().plain(tool, 256)));
+            }
+            title.push(')');
+        }
+        title
+    }
 }
 
 /// A person's answer to an approval.
@@ -145,11 +171,19 @@ pub struct Options {
     /// Say once, as a notice, which servers cannot be used when MCP is first needed (the
     /// shell shows its own start-up lines instead).
     pub report_servers: bool,
+    /// The configured secrets, redacted from everything that reaches the model.
+    pub redactor: crate::util::Redactor,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { max_steps: 50, system: None, first_call_tool_choice_none: false, report_servers: true }
+        Options {
+            max_steps: 50,
+            system: None,
+            first_call_tool_choice_none: false,
+            report_servers: true,
+            redactor: crate::util::Redactor::default(),
+        }
     }
 }
 
@@ -168,8 +202,10 @@ pub struct Agent {
     reported: Vec<String>,
     /// What this agent shares with its subagents (and front ends tell it).
     host: Arc<subagent::Host>,
-    /// A subagent's view of its parent's servers: set for children only.
-    view: Option<Arc<subagent::View>>,
+    /// How it reaches MCP: its runtime, or (a subagent) its view of the parent's servers.
+    reach: Reach,
+    /// The one road for outside text to the model.
+    marker: Marker,
     /// Named subagents, kept for this agent's lifetime.
     children: subagent::Children,
 }
@@ -185,7 +221,8 @@ impl Agent {
         limits: Limits,
         options: Options,
     ) -> Agent {
-        let system = prompt::system(options.system.as_deref(), &runtime.names());
+        let marker = Marker::new(options.redactor.clone());
+        let system = prompt::system(options.system.as_deref(), &runtime.names(), &marker);
         Agent {
             provider,
             runtime: runtime.clone(),
@@ -198,7 +235,8 @@ impl Agent {
             catalog: Catalog::default(),
             reported: Vec::new(),
             host: subagent::Host::new(runtime.clone()),
-            view: None,
+            reach: Reach::Runtime,
+            marker,
             children: subagent::Children::default(),
         }
     }
@@ -211,11 +249,7 @@ impl Agent {
 
     /// The built-in tools this agent offers the model (subagents cannot start subagents).
     pub(crate) fn builtins(&self) -> Vec<crate::provider::ToolSpec> {
-        let mut specs = tools::specs();
-        if self.view.is_none() {
-            specs.push(subagent::spec());
-        }
-        specs
+        builtin::offered(self.reach.is_child()).map(builtin::Builtin::spec).collect()
     }
 
     /// The model's name, or "" when none is configured.
@@ -238,7 +272,7 @@ impl Agent {
     pub fn set_runtime(&mut self, runtime: Arc<Runtime>) -> Arc<Runtime> {
         self.host.replace(runtime.clone());
         let old = std::mem::replace(&mut self.runtime, runtime);
-        self.system = prompt::system(self.options.system.as_deref(), &self.runtime.names());
+        self.system = prompt::system(self.options.system.as_deref(), &self.runtime.names(), &self.marker);
         self.catalog.refresh(&self.runtime, &self.limits);
         let selected = std::mem::take(&mut self.catalog.selected);
         for alias in selected {
@@ -258,9 +292,14 @@ impl Agent {
         found
     }
 
-    /// The model-facing name of a server's tool (assigned now if it had none).
+    /// The model-facing name of a server's tool.
     pub fn alias(&mut self, server: &str, tool: &str) -> String {
-        self.catalog.aliases.alias(server, tool)
+        self.catalog.aliases.alias(server, tool).unwrap_or_else(|| names::alias(server, tool))
+    }
+
+    /// The one road for outside text to the model (the shell's browser attaches through it).
+    pub fn marker(&self) -> &Marker {
+        &self.marker
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -270,9 +309,7 @@ impl Agent {
     /// Runs `capability_search` as the model would (the same ranking, bounds and auto-load);
     /// returns the document the model would see. For front ends and the benchmark.
     pub fn search(&mut self, query: &str, server: Option<&str>) -> String {
-        let policy = self.policy.clone();
-        let hidden = move |alias: &str| policy.always_denied(alias);
-        tools::capability_search(&mut self.catalog, &self.runtime, &self.limits, &hidden, query, server, None).0.content
+        tools::capability_search(self, query, server).0.content()
     }
 
     /// Indexes the tools of the ready servers for search (each listing once, and again when

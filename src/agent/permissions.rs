@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
+use super::names::Identity;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Ask,
@@ -102,6 +104,17 @@ impl Denial {
     }
 }
 
+impl Denial {
+    /// The one line a person sees.
+    pub fn message(&self) -> &'static str {
+        match self {
+            Denial::UserDenied => "Permission denied by user",
+            Denial::PolicyDenied => "Tool access was denied by configured policy",
+            Denial::PermissionRequired => "Tool approval is required before this tool can run",
+        }
+    }
+}
+
 /// What the policy says before a tool runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -121,11 +134,86 @@ pub enum Sensitivity {
     Sensitive,
 }
 
+/// What a decision is about: a built-in by its name, or an MCP tool by its identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Builtin(&'static str),
+    Tool {
+        identity: Identity,
+        alias: String,
+        /// Another identity shares this one's canonical name: a `deny` that names it wins.
+        contested: bool,
+    },
+}
+
+impl Subject {
+    pub fn tool(identity: Identity, alias: &str, contested: bool) -> Subject {
+        Subject::Tool { identity, alias: alias.to_string(), contested }
+    }
+
+    /// The model-facing name (the built-in's name, or the tool's alias).
+    pub fn name(&self) -> &str {
+        match self {
+            Subject::Builtin(name) => name,
+            Subject::Tool { alias, .. } => alias,
+        }
+    }
+
+    /// Whether a rule's permission pattern names this subject: a built-in by its name, a tool
+    /// by its canonical name `mcp_<server>_<tool>` or its alias.
+    fn named_by(&self, pattern: &str) -> bool {
+        match self {
+            Subject::Builtin(name) => wildcard(pattern, name),
+            Subject::Tool { identity, alias, .. } => wildcard(pattern, alias) || wildcard(pattern, &identity.canonical()),
+        }
+    }
+
+    /// What a "yes for this session" covers: a tool's identity; a resource read's server
+    /// (the target is `<server>:<uri>`); another built-in as a whole.
+    fn grant(&self, target: &str) -> Grant {
+        match self {
+            Subject::Tool { identity, alias, .. } => Grant::Tool(identity.clone(), alias.clone()),
+            Subject::Builtin(name) if *name == crate::agent::builtin::READ_RESOURCE => {
+                Grant::Resources(target.split_once(':').map_or(target, |(server, _)| server).to_string())
+            }
+            Subject::Builtin(name) => Grant::Builtin(name),
+        }
+    }
+}
+
+/// A session grant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// One MCP tool (and the alias it was granted under, for display).
+    Tool(Identity, String),
+    /// Every resource read of one server.
+    Resources(String),
+    Builtin(&'static str),
+}
+
+impl Grant {
+    fn matches(&self, other: &Grant) -> bool {
+        match (self, other) {
+            (Grant::Tool(a, _), Grant::Tool(b, _)) => a == b,
+            _ => self == other,
+        }
+    }
+
+    /// (the permission name, the target) as `nod permissions` shows them.
+    pub fn shown(&self) -> (String, String) {
+        match self {
+            Grant::Tool(identity, alias) => (alias.clone(), format!("server {} tool {}", identity.server, identity.tool)),
+            Grant::Resources(server) => (crate::agent::builtin::READ_RESOURCE.to_string(), format!("{server}:*")),
+            Grant::Builtin(name) => (name.to_string(), "*".to_string()),
+        }
+    }
+}
+
 pub struct Policy {
     mode: Mutex<Mode>,
     configured: Mode,
     rules: Vec<Rule>,
-    grants: Mutex<Vec<String>>,
+    grants: Mutex<Vec<Grant>>,
     /// A subagent's policy follows its parent's: never a broader mode than the parent has now.
     parent: Option<Arc<Policy>>,
 }
@@ -167,15 +255,21 @@ impl Policy {
         &self.rules
     }
 
-    pub fn grants(&self) -> Vec<String> {
+    /// The number of `deny` rules (what `--full-access` sets aside).
+    pub fn deny_rules(&self) -> usize {
+        self.rules.iter().filter(|r| r.action == Action::Deny).count()
+    }
+
+    pub fn grants(&self) -> Vec<Grant> {
         self.grants.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// "Yes for this session": the whole tool, every argument.
-    pub fn grant(&self, permission: &str) {
+    /// "Yes for this session" for `subject` (on `target`, for a resource read's server).
+    pub fn grant(&self, subject: &Subject, target: &str) {
+        let grant = subject.grant(target);
         let mut grants = self.grants.lock().unwrap_or_else(PoisonError::into_inner);
-        if !grants.iter().any(|g| g == permission) {
-            grants.push(permission.to_string());
+        if !grants.iter().any(|g| g.matches(&grant)) {
+            grants.push(grant);
         }
     }
 
@@ -183,22 +277,29 @@ impl Policy {
         self.grants.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
-    /// The decision for `permission` (the tool's model-facing name) on `target` (`*` for MCP
-    /// tools, `<server>:<uri>` for a resource read).
-    pub fn decide(&self, permission: &str, target: &str, sensitivity: Sensitivity) -> Decision {
+    /// The rule that decides `subject` on `target`: the last one that names it, except that a
+    /// contested tool (its canonical name shared with another) is denied by any `deny` that
+    /// names it.
+    fn rule(&self, subject: &Subject, target: &str) -> Option<Action> {
+        let applies = |r: &&Rule| subject.named_by(&r.permission) && (r.pattern == "*" || wildcard(&r.pattern, target));
+        if matches!(subject, Subject::Tool { contested: true, .. })
+            && self.rules.iter().filter(applies).any(|r| r.action == Action::Deny)
+        {
+            return Some(Action::Deny);
+        }
+        self.rules.iter().rev().find(applies).map(|r| r.action)
+    }
+
+    /// The decision for `subject` on `target` (`*` for MCP tools, `<server>:<uri>` for a
+    /// resource read).
+    pub fn decide(&self, subject: &Subject, target: &str, sensitivity: Sensitivity) -> Decision {
         if self.mode() == Mode::FullAccess {
             return Decision::Allow;
         }
-        let matched = self
-            .rules
-            .iter()
-            .rev()
-            .find(|r| wildcard(&r.permission, permission) && (r.pattern == "*" || wildcard(&r.pattern, target)))
-            .map(|r| r.action);
-        match matched {
+        match self.rule(subject, target) {
             Some(Action::Deny) => Decision::Deny(Denial::PolicyDenied),
             Some(Action::Allow) => Decision::Allow,
-            Some(Action::Ask) | None if self.granted(permission) => Decision::Allow,
+            Some(Action::Ask) | None if self.granted(subject, target) => Decision::Allow,
             Some(Action::Ask) => Decision::Ask,
             None => match sensitivity {
                 Sensitivity::Free | Sensitivity::ReadOnly => Decision::Allow,
@@ -209,14 +310,8 @@ impl Policy {
 
     /// The check right before transport: the same decision, without asking. `approved`
     /// says a person approved this one call.
-    pub fn recheck(
-        &self,
-        permission: &str,
-        target: &str,
-        sensitivity: Sensitivity,
-        approved: bool,
-    ) -> Result<(), Denial> {
-        match self.decide(permission, target, sensitivity) {
+    pub fn recheck(&self, subject: &Subject, target: &str, sensitivity: Sensitivity, approved: bool) -> Result<(), Denial> {
+        match self.decide(subject, target, sensitivity) {
             Decision::Allow => Ok(()),
             Decision::Ask if approved => Ok(()),
             Decision::Ask => Err(Denial::PermissionRequired),
@@ -224,20 +319,22 @@ impl Policy {
         }
     }
 
-    /// Whether a rule denies `permission` whatever else happens (a tool to keep out of
-    /// search results).
-    pub fn always_denied(&self, permission: &str) -> bool {
-        self.mode() != Mode::FullAccess
-            && self
-                .rules
-                .iter()
-                .rev()
-                .find(|r| wildcard(&r.permission, permission) && r.pattern == "*")
-                .is_some_and(|r| r.action == Action::Deny)
+    /// Whether a rule denies `subject` whatever the target (a tool to keep out of search
+    /// results and out of a subagent's view).
+    pub fn always_denied(&self, subject: &Subject) -> bool {
+        if self.mode() == Mode::FullAccess {
+            return false;
+        }
+        let applies = |r: &&Rule| subject.named_by(&r.permission) && r.pattern == "*";
+        if matches!(subject, Subject::Tool { contested: true, .. }) && self.rules.iter().filter(applies).any(|r| r.action == Action::Deny) {
+            return true;
+        }
+        self.rules.iter().rev().find(applies).is_some_and(|r| r.action == Action::Deny)
     }
 
-    fn granted(&self, permission: &str) -> bool {
-        self.grants.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|g| g == permission)
+    fn granted(&self, subject: &Subject, target: &str) -> bool {
+        let grant = subject.grant(target);
+        self.grants.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|g| g.matches(&grant))
     }
 
     /// `nod permissions` as text (agent-reference 5.8).
@@ -263,7 +360,8 @@ impl Policy {
         } else {
             out.push_str("[permissions] session grants:\n");
             for grant in grants {
-                out.push_str(&format!(" - {grant} -> *\n"));
+                let (name, target) = grant.shown();
+                out.push_str(&format!(" - {name} -> {target}\n"));
             }
         }
         out
@@ -279,7 +377,10 @@ impl Policy {
         let grants: Vec<Value> = self
             .grants()
             .iter()
-            .map(|g| json!({ "tool_name": g, "target_path": "*", "display_target": "*" }))
+            .map(|g| {
+                let (name, target) = g.shown();
+                json!({ "tool_name": name, "target_path": target, "display_target": target })
+            })
             .collect();
         json!({ "kind": "permissions", "mode": self.mode().as_str(), "grant_count": grants.len(),
             "grant_scope": "session", "runtime_grants_available": true, "rules_scope": "persistent_config",
@@ -364,6 +465,14 @@ pub fn wildcard(pattern: &str, text: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn tool(alias: &str) -> Subject {
+        let rest = alias.strip_prefix("mcp_").unwrap();
+        let (server, tool) = rest.split_once('_').unwrap();
+        Subject::tool(Identity::new(server, tool), alias, false)
+    }
+
+    const READ: Subject = Subject::Builtin("mcp_read_resource");
+
     fn rules(value: Value) -> Vec<Rule> {
         let mut issues = Vec::new();
         let rules = parse_rules(&value, "user", &mut issues);
@@ -385,45 +494,45 @@ mod tests {
     fn the_last_matching_rule_wins_and_deny_beats_grants() {
         let policy =
             Policy::new(Mode::Ask, rules(json!({ "*": "ask", "mcp_docs_*": "allow", "mcp_fs_write_file": "deny" })));
-        assert_eq!(policy.decide("mcp_docs_search", "*", Sensitivity::Sensitive), Decision::Allow);
-        assert_eq!(policy.decide("mcp_fs_read", "*", Sensitivity::Sensitive), Decision::Ask);
+        assert_eq!(policy.decide(&tool("mcp_docs_search"), "*", Sensitivity::Sensitive), Decision::Allow);
+        assert_eq!(policy.decide(&tool("mcp_fs_read"), "*", Sensitivity::Sensitive), Decision::Ask);
         assert_eq!(
-            policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive),
+            policy.decide(&tool("mcp_fs_write_file"), "*", Sensitivity::Sensitive),
             Decision::Deny(Denial::PolicyDenied)
         );
-        policy.grant("mcp_fs_write_file");
-        policy.grant("mcp_fs_read");
-        assert_eq!(policy.decide("mcp_fs_read", "*", Sensitivity::Sensitive), Decision::Allow);
+        policy.grant(&tool("mcp_fs_write_file"), "*");
+        policy.grant(&tool("mcp_fs_read"), "*");
+        assert_eq!(policy.decide(&tool("mcp_fs_read"), "*", Sensitivity::Sensitive), Decision::Allow);
         assert_eq!(
-            policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive),
+            policy.decide(&tool("mcp_fs_write_file"), "*", Sensitivity::Sensitive),
             Decision::Deny(Denial::PolicyDenied)
         );
-        assert!(policy.always_denied("mcp_fs_write_file"));
+        assert!(policy.always_denied(&tool("mcp_fs_write_file")));
         policy.set_mode(Some(Mode::FullAccess));
-        assert_eq!(policy.decide("mcp_fs_write_file", "*", Sensitivity::Sensitive), Decision::Allow);
+        assert_eq!(policy.decide(&tool("mcp_fs_write_file"), "*", Sensitivity::Sensitive), Decision::Allow);
     }
 
     #[test]
     fn defaults_without_rules() {
         let policy = Policy::new(Mode::Ask, Vec::new());
-        assert_eq!(policy.decide("mcp_x_y", "*", Sensitivity::Sensitive), Decision::Ask);
-        assert_eq!(policy.decide("mcp_read_resource", "s:u", Sensitivity::ReadOnly), Decision::Allow);
-        assert_eq!(policy.decide("capability_search", "*", Sensitivity::Free), Decision::Allow);
-        assert_eq!(policy.recheck("mcp_x_y", "*", Sensitivity::Sensitive, false), Err(Denial::PermissionRequired));
-        assert_eq!(policy.recheck("mcp_x_y", "*", Sensitivity::Sensitive, true), Ok(()));
+        assert_eq!(policy.decide(&tool("mcp_x_y"), "*", Sensitivity::Sensitive), Decision::Ask);
+        assert_eq!(policy.decide(&READ, "s:u", Sensitivity::ReadOnly), Decision::Allow);
+        assert_eq!(policy.decide(&Subject::Builtin("capability_search"), "*", Sensitivity::Free), Decision::Allow);
+        assert_eq!(policy.recheck(&tool("mcp_x_y"), "*", Sensitivity::Sensitive, false), Err(Denial::PermissionRequired));
+        assert_eq!(policy.recheck(&tool("mcp_x_y"), "*", Sensitivity::Sensitive, true), Ok(()));
     }
 
     #[test]
     fn a_child_policy_is_never_broader_than_its_parent() {
         let parent = Arc::new(Policy::new(Mode::FullAccess, rules(json!({ "mcp_fs_*": "deny" }))));
-        parent.grant("mcp_docs_search");
+        parent.grant(&tool("mcp_docs_search"), "*");
         let child = Policy::child(&parent);
         assert_eq!(child.mode(), Mode::FullAccess);
         assert!(child.grants().is_empty(), "grants are not inherited");
         parent.set_mode(Some(Mode::Ask));
         assert_eq!(child.mode(), Mode::Ask, "the parent went back to ask: so does the child");
-        assert_eq!(child.decide("mcp_fs_write", "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
-        assert_eq!(child.decide("mcp_docs_search", "*", Sensitivity::Sensitive), Decision::Ask);
+        assert_eq!(child.decide(&tool("mcp_fs_write"), "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        assert_eq!(child.decide(&tool("mcp_docs_search"), "*", Sensitivity::Sensitive), Decision::Ask);
     }
 
     #[test]
@@ -433,12 +542,48 @@ mod tests {
         assert_eq!(patterns.len(), 2);
         let policy = Policy::new(Mode::Ask, patterns);
         assert_eq!(
-            policy.decide("mcp_read_resource", "fs:file:///etc", Sensitivity::ReadOnly),
+            policy.decide(&READ, "fs:file:///etc", Sensitivity::ReadOnly),
             Decision::Deny(Denial::PolicyDenied)
         );
         let mut issues = Vec::new();
         parse_rules(&json!({ "x": "maybe", "": "allow", "y": 3 }), "user", &mut issues);
         assert_eq!(issues.len(), 3, "{issues:?}");
+    }
+
+    #[test]
+    fn rules_apply_to_identities_and_a_shared_canonical_name_is_denied_for_both() {
+        // github + corp_delete_repo and github_corp + delete_repo share mcp_github_corp_delete_repo.
+        let policy =
+            Policy::new(Mode::Ask, rules(json!({ "mcp_github_corp_delete_repo": "deny", "mcp_github_corp_*": "allow" })));
+        let plain = Subject::tool(Identity::new("github", "corp_delete_repo"), "mcp_github_corp_delete_repo", true);
+        let hashed_alias = crate::agent::names::alias("github_corp", "delete_repo");
+        let hashed = Subject::tool(Identity::new("github_corp", "delete_repo"), &hashed_alias, true);
+        for subject in [&plain, &hashed] {
+            assert_eq!(policy.decide(subject, "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+            assert!(policy.always_denied(subject));
+        }
+        // Uncontested, the last matching rule wins as always: the hashed alias cannot escape
+        // a rule written against the canonical name.
+        let alone = Subject::tool(Identity::new("github_corp", "delete_repo"), &hashed_alias, false);
+        assert_eq!(policy.decide(&alone, "*", Sensitivity::Sensitive), Decision::Allow);
+        let strict = Policy::new(Mode::Ask, rules(json!({ "mcp_github_corp_delete_repo": "deny" })));
+        assert_eq!(strict.decide(&alone, "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        // A grant is the identity's, never another tool's under a similar name.
+        let other = Subject::tool(Identity::new("github", "corp_delete_repo"), "mcp_github_corp_delete_repo", false);
+        let open = Policy::new(Mode::Ask, Vec::new());
+        open.grant(&alone, "*");
+        assert_eq!(open.decide(&alone, "*", Sensitivity::Sensitive), Decision::Allow);
+        assert_eq!(open.decide(&other, "*", Sensitivity::Sensitive), Decision::Ask);
+    }
+
+    #[test]
+    fn rules_apply_to_built_ins_and_resource_grants_are_per_server() {
+        let policy = Policy::new(Mode::Ask, rules(json!({ "subagent": "deny", "mcp_read_resource": "ask" })));
+        assert!(policy.always_denied(&Subject::Builtin("subagent")));
+        assert_eq!(policy.decide(&READ, "docs:file:///a", Sensitivity::ReadOnly), Decision::Ask);
+        policy.grant(&READ, "docs:file:///a");
+        assert_eq!(policy.decide(&READ, "docs:file:///b", Sensitivity::ReadOnly), Decision::Allow);
+        assert_eq!(policy.decide(&READ, "fs:file:///etc/passwd", Sensitivity::ReadOnly), Decision::Ask);
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl Agent {
         let mut extra: Vec<Message> = Vec::new();
         for attempt in 0..MAX_ATTEMPTS {
             let mut tools = self.builtins();
-            tools.extend(self.catalog.advertised(&self.runtime, &self.limits));
+            tools.extend(self.catalog.advertised(&self.runtime, &self.limits, &self.marker));
             let mut messages = vec![Message::System(self.system.clone())];
             messages.extend(self.history.iter().cloned());
             messages.extend(within.iter().cloned());

@@ -20,10 +20,9 @@ use serde_json::{Value, json};
 
 use super::{Context, Exit};
 use crate::agent::permissions::Mode;
-use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Status, Surface};
+use crate::agent::{Agent, Answer, Approval, Elicited, Level, Status, Surface};
 use crate::cli::Acp;
 use crate::config;
-use crate::provider::{Provider, config as provider_config};
 use crate::session::Access;
 use crate::session::elicit::{InputRequired, PolicyHandler};
 use crate::session::runtime::Runtime;
@@ -322,30 +321,15 @@ impl AgentSide {
             return Err(invalid(format!("cwd must be an absolute path, not {:?}", cwd.display())));
         }
         let client = config::acp::parse_servers(params.get("mcpServers").unwrap_or(&json!([]))).map_err(invalid)?;
-        let loaded = config::acp::load(&cwd, client);
-        for issue in &loaded.issues {
+        let surface = super::setup::Surface::Acp { cwd: &cwd, client, model: self.acp.model.as_deref() };
+        let setup = super::setup::prepare(&surface, &self.acp.globals, &self.ctx.redactor, &super::setup::process_env)
+            .map_err(|e| invalid(format!("{e:#}")))?;
+        for issue in &setup.issues {
             log::warn!("{issue}");
         }
-        self.ctx.redactor.add(loaded.secrets());
-        let workspace = config::project::locate(&cwd).0;
-        let settings_path = config::settings::path().map_err(|e| (INTERNAL_ERROR, format!("{e:#}")))?;
-        let settings = config::agent::load(&settings_path, &workspace);
-        for issue in &settings.issues {
-            log::warn!("{issue}");
+        if let Err(why) = &setup.provider {
+            log::warn!("{why}");
         }
-        let env = |name: &str| std::env::var(name).ok();
-        let provider = match provider_config::resolve(self.acp.model.as_deref(), &settings.model, &env) {
-            Ok(config) => {
-                self.ctx.redactor.add(config.api_key.clone());
-                Some(Provider::new(config))
-            }
-            Err(err) => {
-                log::warn!("{err}");
-                None
-            }
-        };
-        let (policy, limits) =
-            super::ask::policy_and_limits(&self.acp.globals, &settings).map_err(|e| invalid(format!("{e:#}")))?;
         let caps = self.client.get().copied().unwrap_or_default();
         let (asked_tx, asked_rx) = crossbeam_channel::unbounded();
         let handler = Arc::new(PolicyHandler::relaying(caps.form, caps.url, asked_tx));
@@ -357,16 +341,10 @@ impl AgentSide {
             redactor: self.ctx.redactor.clone(),
             revisions: crate::session::revisions::default_path(),
         };
-        let runtime = Arc::new(Runtime::new(crate::dispatch::Engine::start(), loaded.servers.clone(), handler, access));
-        let max_steps = settings.max_agent_steps.map_or(50, |n| if n == 0 { usize::MAX } else { n as usize });
-        let options = Options {
-            max_steps,
-            system: None,
-            first_call_tool_choice_none: settings.first_call_tool_choice_none,
-            report_servers: true,
-        };
+        let runtime = setup.runtime(handler, access);
+        let policy = setup.policy.clone();
         let mode = policy.mode();
-        let agent = Agent::new(provider, runtime.clone(), asked_rx, policy.clone(), limits, options);
+        let agent = setup.agent(runtime.clone(), asked_rx);
         let n = self.next_session.fetch_add(1, Ordering::SeqCst);
         let seed = format!("{n}:{}:{:?}", std::process::id(), std::time::SystemTime::now());
         let digest = crate::sha256::digest(seed.as_bytes());
@@ -545,12 +523,7 @@ impl AcpSurface {
 
 /// A tool's ACP kind.
 fn kind(name: &str) -> &'static str {
-    match name {
-        "capability_search" => "search",
-        "mcp_read_resource" => "read",
-        "mcp_select_tool" => "think",
-        _ => "other",
-    }
+    crate::agent::builtin::kind(name)
 }
 
 impl Surface for AcpSurface {
@@ -591,12 +564,15 @@ impl Surface for AcpSurface {
             Some(agent) => {
                 let n = self.session.calls.fetch_add(1, Ordering::SeqCst) + 1;
                 let id = format!("call_{n}");
-                let title = format!("subagent {agent}: {}", request.tool);
+                let title = format!("subagent {agent}: {}", request.title());
                 self.update(json!({ "sessionUpdate": "tool_call", "toolCallId": id, "title": title,
                     "kind": kind(&request.tool), "status": "pending", "rawInput": request.arguments }));
                 (id, title, request.arguments.clone())
             }
-            None => self.call.clone().unwrap_or_else(|| ("call_0".into(), request.tool.clone(), Value::Null)),
+            None => {
+                let (id, _, raw) = self.call.clone().unwrap_or_else(|| ("call_0".into(), String::new(), Value::Null));
+                (id, request.title(), raw)
+            }
         };
         let params = json!({ "sessionId": self.session.id,
             "toolCall": { "toolCallId": id, "title": title, "kind": kind(&request.tool), "status": "pending", "rawInput": raw },

@@ -10,15 +10,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::form::{self, Term};
-use super::{Context, Exit};
-use crate::agent::permissions::{Mode, Policy, parse_rules};
-use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
-use crate::cli::{Ask, Globals};
-use crate::config::{self, agent::AgentSettings};
-use crate::provider::{Provider, config as provider_config};
+use super::{Context, Exit, setup};
+use crate::agent::{Answer, Approval, Elicited, Level, Report, Status, Surface};
+use crate::cli::Ask;
 use crate::session::Access;
 use crate::session::elicit::{InputRequired, Policy as ElicitPolicy, PolicyHandler};
-use crate::session::runtime::Runtime;
 
 /// The longest prompt, from arguments and stdin together.
 const MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
@@ -42,34 +38,24 @@ pub fn ask(ask: Ask, ctx: &Context) -> Exit {
 
 fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let prompt = prompt(ask)?;
-    let loaded = config::load_native()?;
-    ctx.redactor.add(loaded.secrets());
-    for issue in &loaded.issues {
+    let surface = setup::Surface::Ask {
+        model: ask.model.as_deref(),
+        max_steps: ask.max_steps,
+        system: ask.system.as_deref(),
+    };
+    let setup = setup::prepare(&surface, &ask.globals, &ctx.redactor, &setup::process_env)?;
+    for issue in &setup.issues {
         eprintln!("nod: {issue}");
     }
-    super::one::note_skipped(&loaded);
-    let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
-    let settings = config::agent::load(&config::settings::path()?, &workspace);
-    for issue in &settings.issues {
-        eprintln!("nod: {issue}");
-    }
-    let env = |name: &str| std::env::var(name).ok();
-    let provider = provider_config::resolve(ask.model.as_deref(), &settings.model, &env)?;
-    ctx.redactor.add(provider.api_key.clone());
-    let (policy, limits) = policy_and_limits(&ask.globals, &settings)?;
-    if policy.mode() == Mode::FullAccess && !ask.json {
-        eprintln!("! full access: nod permission checks are off for this process");
+    if let Some(notice) = setup.full_access_notice()
+        && !ask.json
+    {
+        eprintln!("! {notice}");
     }
     let (asked_tx, asked) = crossbeam_channel::unbounded();
     let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
-    let engine = super::one::start_engine(ctx);
     // nod ask never starts an OAuth flow: a server that needs one says so.
-    let runtime = Arc::new(Runtime::new(
-        engine,
-        loaded.servers.clone(),
-        handler,
-        Access { revisions: crate::session::revisions::default_path(), ..Access::default() },
-    ));
+    let runtime = setup.runtime(handler, Access { revisions: crate::session::revisions::default_path(), ..Access::default() });
     let failed = runtime.start_required();
     if !failed.is_empty() {
         for (server, why) in &failed {
@@ -78,13 +64,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         runtime.shutdown();
         anyhow::bail!("a required MCP server could not start");
     }
-    let options = Options {
-        max_steps: max_steps(ask, &settings)?,
-        system: ask.system.clone(),
-        first_call_tool_choice_none: settings.first_call_tool_choice_none,
-        report_servers: true,
-    };
-    let mut agent = Agent::new(Some(Provider::new(provider)), runtime.clone(), asked, policy, limits, options);
+    let mut agent = setup.agent(runtime.clone(), asked);
     let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
     let mut surface = AskSurface {
         json: ask.json,
@@ -98,6 +78,14 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let report = agent.turn(&prompt, &mut surface, &ctx.interrupt);
     runtime.shutdown();
     surface.end(&report, agent.model())
+}
+
+/// The words with piped stdin after them as a `<stdin>` block that nothing inside can close
+/// or forge (stdin is often a repository's text): cleaned like every outside text.
+fn stdin_block(words: &str, input: &str) -> String {
+    let clean = crate::agent::text::sanitize(input.trim_end_matches('\n'));
+    let clean = crate::agent::text::neutralise(&clean, &["stdin", "untrusted_external"]);
+    format!("{words}\n\n<stdin>\n{clean}\n</stdin>")
 }
 
 /// The prompt: the words, or stdin; with both, stdin as a delimited block after the words.
@@ -119,7 +107,7 @@ fn prompt(ask: &Ask) -> anyhow::Result<String> {
     } else if input.trim().is_empty() {
         ask.prompt.clone()
     } else {
-        format!("{}\n\n<stdin>\n{}\n</stdin>", ask.prompt, input.trim_end_matches('\n'))
+        stdin_block(&ask.prompt, &input)
     };
     if prompt.len() > MAX_PROMPT_BYTES {
         anyhow::bail!("the prompt exceeds 4 MiB");
@@ -128,65 +116,6 @@ fn prompt(ask: &Ask) -> anyhow::Result<String> {
         anyhow::bail!("the prompt is empty: give it as arguments or on stdin");
     }
     Ok(prompt)
-}
-
-/// The permission policy and context limits: settings, then environment, then flags.
-pub fn policy_and_limits(
-    globals: &Globals,
-    settings: &AgentSettings,
-) -> anyhow::Result<(Arc<Policy>, crate::agent::limits::Limits)> {
-    let mut mode = Mode::Ask;
-    let configured = settings.permission_mode.clone().into_iter().chain(std::env::var("NOD_PERMISSION_MODE").ok());
-    for text in configured {
-        match Mode::parse(&text) {
-            Some(parsed) => mode = parsed,
-            None if text.trim().eq_ignore_ascii_case("auto") => {
-                eprintln!("nod: permission mode \"auto\" is not supported; using \"ask\"");
-                mode = Mode::Ask;
-            }
-            None => eprintln!("nod: unknown permission mode {text:?}; using \"{}\"", mode.as_str()),
-        }
-    }
-    if globals.full_access {
-        mode = Mode::FullAccess;
-    }
-    let mut issues = Vec::new();
-    let rules =
-        settings.permission.iter().flat_map(|(source, value)| parse_rules(value, source, &mut issues)).collect();
-    for issue in issues {
-        eprintln!("nod: {issue}");
-    }
-    let mut limits = crate::agent::limits::Limits::default();
-    if let Some(bytes) = settings.max_tool_result_bytes {
-        let _ = limits.apply_flag(&format!("max_tool_result_bytes={bytes}"));
-    }
-    for value in &settings.context_limits {
-        for issue in limits.apply_settings(value) {
-            eprintln!("nod: {issue}");
-        }
-    }
-    for spec in &globals.context_limits {
-        limits.apply_flag(spec)?;
-    }
-    Ok((Arc::new(Policy::new(mode, rules)), limits))
-}
-
-/// `--max-steps`, else `NOD_MAX_AGENT_STEPS`, else settings, else 50 (0 means no limit).
-fn max_steps(ask: &Ask, settings: &AgentSettings) -> anyhow::Result<usize> {
-    if let Some(steps) = ask.max_steps {
-        return Ok(steps);
-    }
-    let configured = match std::env::var("NOD_MAX_AGENT_STEPS") {
-        Ok(text) => {
-            Some(text.trim().parse::<u64>().map_err(|_| anyhow::anyhow!("NOD_MAX_AGENT_STEPS must be digits"))?)
-        }
-        Err(_) => settings.max_agent_steps,
-    };
-    Ok(match configured {
-        Some(0) => usize::MAX,
-        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-        None => 50,
-    })
 }
 
 struct AskSurface {

@@ -19,6 +19,7 @@ mod output;
 mod prompt;
 mod render;
 mod resource;
+mod setup;
 mod shell;
 mod status;
 mod tool;
@@ -102,13 +103,11 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
 
 /// `nod permissions [--json]`: the effective mode and rules, with their sources.
 fn permissions(globals: &crate::cli::Globals, json: bool) -> anyhow::Result<Exit> {
-    use crate::config;
-    let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
-    let settings = config::agent::load(&config::settings::path()?, &workspace);
-    for issue in &settings.issues {
+    let setup = setup::prepare(&setup::Surface::Permissions, globals, &Redactor::default(), &setup::process_env)?;
+    for issue in &setup.issues {
         eprintln!("nod: {issue}");
     }
-    let (policy, _) = ask::policy_and_limits(globals, &settings)?;
+    let policy = setup.policy;
     if json {
         print_json(&policy.describe_json())?;
     } else {

@@ -118,6 +118,10 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
+/// Why the caller refused to send a request: its own error type, which it takes back by
+/// downcasting (no layer below the caller reads or renders it).
+pub type Refusal = Arc<dyn std::error::Error + Send + Sync>;
+
 /// Why a call produced no result.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -140,8 +144,9 @@ pub enum CallError {
     Invalid { method: &'static str, why: &'static str },
     /// The server did not declare the capability the method needs; nothing was sent.
     NotOffered(&'static str),
-    /// The caller's last check before sending refused (a permission changed, a view died).
-    Refused(String),
+    /// The caller's last check before sending refused (a permission changed, a view died);
+    /// the caller's own typed reason.
+    Refused(Refusal),
 }
 
 impl std::fmt::Display for CallError {

@@ -81,7 +81,7 @@ const INSTRUCTIONS_BYTES: usize = 2048;
 
 /// The caller's last check before a request goes to the transport (a permission decision,
 /// a subagent's view): run again before every retry of the request.
-pub type Admit = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub type Admit = Arc<dyn Fn() -> Result<(), crate::dispatch::Refusal> + Send + Sync>;
 
 /// A request in flight, as the session sees it: the engine's pending call plus what a replay
 /// on a new session needs.

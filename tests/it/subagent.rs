@@ -45,6 +45,12 @@ fn echo_calls(wire: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// A child's answer as its parent's model receives it: written by a model that read server
+/// text, so marked like server text.
+fn marked(agent: &str, answer: &str) -> String {
+    format!("<untrusted_external source=\"subagent\" agent=\"{agent}\">\n{answer}\n</untrusted_external>")
+}
+
 #[test]
 fn a_one_off_child_calls_a_tool_and_the_parent_receives_its_answer() {
     let env = Env::new();
@@ -69,7 +75,7 @@ fn a_one_off_child_calls_a_tool_and_the_parent_receives_its_answer() {
     let result = &results_of(&model, "PARENT")[0];
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(result["agent"], "run-1");
-    assert_eq!(result["result"], "The echo said forty-two.");
+    assert_eq!(result["result"], marked("run-1", "The echo said forty-two."), "a child's answer is marked");
     assert_eq!(
         result["tool_calls"],
         json!([{ "name": "capability_search", "ok": true }, { "name": "mcp_fx_echo", "ok": true }])
@@ -107,7 +113,7 @@ fn a_named_child_remembers_refuses_a_second_message_at_once_and_keeps_its_tools(
     ]);
     ask(&env, &model, &["PARENT: keep notes"]).run().code(0).within(60.0).stdout_has("Parent done.");
     let results = results_of(&model, "PARENT");
-    assert_eq!((results[0]["ok"].clone(), results[0]["result"].clone()), (json!(true), json!("Noted: blue.")));
+    assert_eq!((results[0]["ok"].clone(), results[0]["result"].clone()), (json!(true), json!(marked("scribe", "Noted: blue."))));
     assert_eq!(results[1]["error"]["code"], "agent_busy", "{}", results[1]);
     assert_eq!(results[1]["agent"], "scribe");
     assert_eq!(results[2]["result"], "You said blue.", "{}", results[2]);
@@ -138,8 +144,8 @@ fn a_leading_run_of_subagent_calls_runs_in_parallel() {
     ]);
     ask(&env, &model, &["PARENT: two at once"]).run().code(0).within(60.0).stdout_has("Both done.");
     let results = results_of(&model, "PARENT");
-    assert_eq!(results[0]["result"], "A finished.", "{results:?}");
-    assert_eq!(results[1]["result"], "B finished.", "{results:?}");
+    assert_eq!(results[0]["result"], marked("run-1", "A finished."), "{results:?}");
+    assert_eq!(results[1]["result"], marked("run-2", "B finished."), "{results:?}");
     assert_eq!((results[0]["agent"].clone(), results[1]["agent"].clone()), (json!("run-1"), json!("run-2")));
 }
 
@@ -263,9 +269,9 @@ fn a_child_in_acp_asks_through_session_request_permission() {
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0]["method"], "session/request_permission");
     let tool_call = &asked[0]["params"]["toolCall"];
-    assert_eq!(tool_call["title"], "subagent run-1: mcp_fx_echo", "{tool_call}");
+    assert_eq!(tool_call["title"], "subagent run-1: mcp_fx_echo (server fx, tool echo)", "{tool_call}");
     assert_eq!(tool_call["rawInput"], json!({ "message": "via child" }));
-    assert_eq!(results_of(&model, "PARENT")[0]["result"], "Child echoed.");
+    assert_eq!(results_of(&model, "PARENT")[0]["result"], marked("run-1", "Child echoed."));
     client.finish();
     assert_eq!(echo_calls(&env.wire()), ["via child"]);
 }

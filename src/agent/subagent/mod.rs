@@ -24,15 +24,15 @@ use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use serde_json::{Map, Value, json};
 
 use super::permissions::Policy;
-use super::tools::Outcome;
+use super::outcome::Outcome;
 use super::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
-use crate::provider::{Provider, ToolCall, ToolSpec};
+use crate::provider::{Provider, ToolCall};
 use crate::session::elicit::Asked;
 use crate::util::Trigger;
 
-mod view;
+pub(crate) mod view;
 
-pub use view::{Host, Use, View, disabled, disabled_failure, refused};
+pub use view::{Host, Use, View, disabled, refused};
 
 pub const TOOL: &str = "subagent";
 /// The most model requests in one run of a child.
@@ -47,19 +47,17 @@ const MAX_TASK: usize = 256 * 1024;
 
 const CHILD_PROMPT: &str = "<subagent>\nYou are a subagent: another agent gave you the task in the user message. Do it with the tools you have, then answer with the result only; that answer is all the other agent sees. Your MCP access is the part of the other agent's access it chose to give you.\n</subagent>";
 
-pub fn spec() -> ToolSpec {
-    ToolSpec {
-        name: TOOL.into(),
-        description: "Delegate work to a subagent: a separate agent with its own conversation and a part of your MCP access. action \"run\" does one task with a fresh subagent and returns its answer; action \"message\" talks to a named subagent that remembers earlier messages. Several subagent calls at the start of one step run in parallel. tools: optional wildcard patterns over your tool names (like mcp_docs_*) that narrow what the subagent may use; they can never widen it.".into(),
-        parameters: json!({ "type": "object", "properties": {
+pub const DESCRIPTION: &str = "Delegate work to a subagent: a separate agent with its own conversation and a part of your MCP access. action \"run\" does one task with a fresh subagent and returns its answer; action \"message\" talks to a named subagent that remembers earlier messages. Several subagent calls at the start of one step run in parallel. tools: optional wildcard patterns over your tool names (like mcp_docs_*) that narrow what the subagent may use; they can never widen it.";
+
+pub fn parameters() -> Value {
+    json!({ "type": "object", "properties": {
             "action": { "type": "string", "enum": ["run", "message"] },
             "task": { "type": "string", "minLength": 1, "description": "run: what the subagent should do." },
             "name": { "type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$", "description": "message: the subagent's name." },
             "message": { "type": "string", "minLength": 1, "description": "message: what to tell it." },
             "tools": { "type": "array", "items": { "type": "string", "minLength": 1 },
                 "description": "Optional patterns over tool names to narrow the subagent's MCP tools (mcp_read_resource for resources)." },
-        }, "required": ["action"], "additionalProperties": false }),
-    }
+        }, "required": ["action"], "additionalProperties": false })
 }
 
 /// A decoded request.
@@ -255,7 +253,7 @@ impl Agent {
                 select! {
                     recv(done_rx) -> done => match done {
                         Ok((i, prepared, report)) => {
-                            outcomes[i] = Some(finished(&prepared, &report, self.limits.tool_result));
+                            outcomes[i] = Some(finished(&prepared, &report, self.limits.tool_result, &self.marker));
                             if prepared.named
                                 && let Some(named) = self.children.named.get_mut(&prepared.label)
                             {
@@ -316,7 +314,7 @@ impl Agent {
         let Some(provider) = self.provider.as_ref() else {
             return Err((None, refusal("host_unavailable", "no model is configured for subagents")));
         };
-        if self.view.is_some() {
+        if self.reach.is_child() {
             return Err((None, refusal("host_unavailable", "a subagent cannot start subagents")));
         }
         if let Some(why) = self.host.closed() {
@@ -387,6 +385,7 @@ impl Agent {
             system: None,
             first_call_tool_choice_none: false,
             report_servers: false,
+            redactor: self.options.redactor.clone(),
         };
         let policy = Arc::new(Policy::child(&self.policy));
         let mut agent = Agent::new(Some(provider), view.runtime.clone(), never(), policy, self.limits, options);
@@ -404,8 +403,8 @@ impl Agent {
         selected.retain(|alias| view.tool(alias).is_some());
         self.catalog = parent.restricted(&view.servers());
         self.catalog.selected = selected;
-        self.system = format!("{}\n\n{CHILD_PROMPT}", super::prompt::system(None, &view.servers()));
-        self.view = Some(view);
+        self.system = format!("{}\n\n{CHILD_PROMPT}", super::prompt::system(None, &view.servers(), &self.marker));
+        self.reach = super::Reach::View(view);
     }
 }
 
@@ -413,11 +412,12 @@ impl Agent {
 fn failure(agent: Option<&str>, refusal: &Refusal) -> Outcome {
     let value = json!({ "ok": false, "agent": agent, "result": "", "tool_calls": [],
         "error": { "code": refusal.code, "message": refusal.message } });
-    Outcome { ok: false, content: value.to_string() }
+    Outcome::FailedDocument { content: value.to_string(), detail: format!("{}: {}", refusal.code, refusal.message) }
 }
 
-/// A finished run's result: the child's answer (bounded) and its tool calls.
-fn finished(prepared: &Prepared, report: &Report, cap: usize) -> Outcome {
+/// A finished run's result: the child's answer (bounded, and marked: it was written by a
+/// model that read server text) and its tool calls.
+fn finished(prepared: &Prepared, report: &Report, cap: usize, marker: &super::text::Marker) -> Outcome {
     let calls: Vec<Value> = report.tool_calls.iter().map(|(name, ok)| json!({ "name": name, "ok": ok })).collect();
     let code = match report.status {
         Status::Completed => None,
@@ -428,7 +428,11 @@ fn finished(prepared: &Prepared, report: &Report, cap: usize) -> Outcome {
     let mut value = Map::new();
     value.insert("ok".into(), json!(code.is_none()));
     value.insert("agent".into(), json!(prepared.label));
-    let result = super::text::bound(&report.final_output, cap, TOOL);
+    let result = if report.final_output.is_empty() {
+        String::new()
+    } else {
+        marker.marked(super::text::Source::Subagent, &[("agent", &prepared.label)], &report.final_output, cap, TOOL)
+    };
     value.insert("result".into(), json!(result));
     value.insert("tool_calls".into(), Value::Array(calls));
     if let Some(code) = code {
@@ -439,9 +443,11 @@ fn finished(prepared: &Prepared, report: &Report, cap: usize) -> Outcome {
             }
             _ => report.error.clone().unwrap_or_else(|| code.to_string()),
         };
+        let detail = format!("{code}: {message}");
         value.insert("error".into(), json!({ "code": code, "message": message }));
+        return Outcome::FailedDocument { content: Value::Object(value).to_string(), detail };
     }
-    Outcome { ok: code.is_none(), content: Value::Object(value).to_string() }
+    Outcome::Ok(Value::Object(value).to_string())
 }
 
 #[cfg(test)]

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::json;
 
 use crate::agent::Agent;
-use crate::agent::permissions::{Decision, Sensitivity, wildcard};
-use crate::agent::tools::Outcome;
+use crate::agent::outcome::{Failure, Outcome};
+use crate::agent::permissions::{Decision, Sensitivity, Subject, wildcard};
 use crate::session::Session;
 use crate::session::runtime::Runtime;
 
-const DISABLED: &str = "MCP is disabled for this subagent: its parent's view admits no MCP server or tool.";
+pub(crate) const DISABLED: &str = "MCP is disabled for this subagent: its parent's view admits no MCP server or tool.";
 
 /// What a parent shares with its children, and what front ends tell it: the runtime the
 /// parent uses now, and whether the parent (an ACP session) was closed.
@@ -87,8 +87,11 @@ impl View {
         let runtime = parent.runtime.clone();
         parent.catalog.refresh(&runtime, &parent.limits);
         let policy = &parent.policy;
-        let denied = |alias: &str| matches!(policy.decide(alias, "*", Sensitivity::Sensitive), Decision::Deny(_));
-        let reads_denied = policy.always_denied("mcp_read_resource");
+        let catalog = &parent.catalog;
+        let denied = |alias: &str| {
+            catalog.subject(alias).is_none_or(|s| matches!(policy.decide(&s, "*", Sensitivity::Sensitive), Decision::Deny(_)))
+        };
+        let reads_denied = policy.always_denied(&Subject::Builtin(crate::agent::builtin::READ_RESOURCE));
         let mut candidates: Vec<Candidate> = Vec::new();
         for name in runtime.ready() {
             let Some(session) = runtime.current(&name).filter(|s| !s.is_closed()) else { continue };
@@ -199,21 +202,17 @@ impl View {
 }
 
 /// The refusal a child's request gets when the view check fails.
-pub fn refused(tool: &str, why: &str) -> Outcome {
-    Outcome::failed(tool, &format!("Not sent: {why}. This subagent can no longer use MCP in this run."))
+pub fn refused(tool: &str, why: &str) -> Failure {
+    Failure::execution(tool, format!("Not sent: {why}. This subagent can no longer use MCP in this run."))
 }
 
 /// What a child's `capability_search` says when its view is empty.
 pub fn disabled() -> Outcome {
-    Outcome::ok(
+    Outcome::Ok(
         json!({ "skills": [], "mcp_tools": [], "counts": { "skills": 0, "mcp_tools": 0 }, "total_matches": 0,
         "state": "mcp_disabled", "message": DISABLED })
         .to_string(),
     )
-}
-
-pub fn disabled_failure(tool: &str) -> Outcome {
-    Outcome::failed(tool, DISABLED)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

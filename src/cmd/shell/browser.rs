@@ -387,9 +387,13 @@ fn offer(shell: &mut Shell, server: &str, (kind, what): (&str, &str), body: &str
         _ => return Nav::Back,
     }
     let limits = shell.agent.limits;
-    let bounded =
-        crate::agent::text::bound(&crate::agent::text::sanitize(body), limits.tool_result, "mcp_read_resource");
-    let text = crate::agent::text::untrusted(&[("server", server), (kind, what)], &bounded);
+    let text = shell.agent.marker().marked(
+        crate::agent::text::Source::Mcp,
+        &[("server", server), (kind, what)],
+        body,
+        limits.tool_result,
+        "mcp_read_resource",
+    );
     let label = format!("{server} {kind} {} ({})", one_line(what), size(text.len()));
     println!("[attached: {}]", terminal_safe(&label));
     println!("It goes with your next message; nothing is sent until you press Enter on one.");

@@ -19,7 +19,7 @@ use serde_json::json;
 use super::form::{self, Reply};
 use super::{Context, Exit};
 use crate::agent::permissions::Mode;
-use crate::agent::{Agent, Answer, Approval, Elicited, Level, Options, Status, Surface};
+use crate::agent::{Agent, Answer, Approval, Elicited, Level, Status, Surface};
 use crate::cli::{Command, Globals, Mcp};
 use crate::cmd::interrupt::Signals;
 use crate::config::agent::AgentSettings;
@@ -74,58 +74,38 @@ struct Shell<'a> {
 
 impl<'a> Shell<'a> {
     fn start(globals: Globals, ctx: &'a Context) -> anyhow::Result<Shell<'a>> {
-        let loaded = config::load_native()?;
-        ctx.redactor.add(loaded.secrets());
-        for issue in &loaded.issues {
+        let setup = super::setup::prepare(&super::setup::Surface::Shell, &globals, &ctx.redactor, &super::setup::process_env)?;
+        for issue in &setup.issues {
             eprintln!("! {issue}");
         }
-        let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
-        let settings = config::agent::load(&config::settings::path()?, &workspace);
-        for issue in &settings.issues {
-            eprintln!("! {issue}");
-        }
-        let env = |name: &str| std::env::var(name).ok();
-        let (provider, no_model) = match provider_config::resolve(None, &settings.model, &env) {
-            Ok(config) => {
-                ctx.redactor.add(config.api_key.clone());
-                (Some(Provider::new(config)), None)
-            }
-            Err(err) => (None, Some(err.to_string())),
-        };
-        let (policy, limits) = super::ask::policy_and_limits(&globals, &settings)?;
+        let no_model = setup.provider.as_ref().err().cloned();
         let history =
-            (!settings.prompt_history_off).then(|| config::home().ok().map(|h| h.join("prompt_history"))).flatten();
+            (!setup.settings.prompt_history_off).then(|| config::home().ok().map(|h| h.join("prompt_history"))).flatten();
         let mut input = Input::open(history);
         let notify = input.notifier();
         let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
-        let model = provider.as_ref().map_or("no model".to_string(), |p| p.config().model.clone());
+        let model = setup.provider.as_ref().map_or("no model".to_string(), |p| p.model.clone());
         eprintln!(
             "nod {} · {} · {} · permissions {}",
             env!("CARGO_PKG_VERSION"),
             terminal_safe(&model),
             terminal_safe(&cwd),
-            policy.mode().as_str()
+            setup.policy.mode().as_str()
         );
-        if policy.mode() == Mode::FullAccess {
-            eprintln!("! full access: nod permission checks are off for this process");
+        if let Some(notice) = setup.full_access_notice() {
+            eprintln!("! {notice}");
         }
         let (asked_tx, asked_rx) = crossbeam_channel::unbounded();
-        let runtime = new_runtime(&loaded, &asked_tx, ctx);
+        let runtime = new_runtime(&setup.loaded, &asked_tx, ctx);
         let failed =
             runtime.start_each(|s| s.required, &|name, state| notify(&settle_line(&runtime, name, state, ctx)));
         if let Some((name, why)) = failed.first() {
             runtime.shutdown();
             anyhow::bail!("required MCP server '{name}' failed: {}", redact_urls(&ctx.redactor.redact(why)));
         }
-        let options = Options {
-            max_steps: settings.max_agent_steps.map_or(usize::MAX, |n| if n == 0 { usize::MAX } else { n as usize }),
-            system: None,
-            first_call_tool_choice_none: settings.first_call_tool_choice_none,
-            // The start-up lines said it already.
-            report_servers: false,
-        };
         let current = Arc::new(Mutex::new(runtime.clone()));
-        let agent = Agent::new(provider, runtime, asked_rx, policy, limits, options);
+        let agent = setup.agent(runtime, asked_rx);
+        let super::setup::Setup { loaded, settings, .. } = setup;
         let mut shell = Shell {
             ctx,
             signals: ctx.signals.clone(),
