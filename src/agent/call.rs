@@ -248,6 +248,7 @@ impl Agent {
             self.runtime.wait_started(std::time::Duration::from_secs(120));
             self.index_tools();
         }
+        self.report_shared_names(surface);
         if !self.options.report_servers {
             return;
         }
@@ -260,6 +261,24 @@ impl Agent {
                 surface.notice(Level::Warning, &format!("MCP server {name} is not available: {problem}"));
                 self.reported.push(name);
             }
+        }
+    }
+
+    /// Says once per shared name that two tools have the same canonical name, so a rule that
+    /// names it applies to both (deny winning).
+    fn report_shared_names(&mut self, surface: &mut dyn Surface) {
+        for (name, identities) in self.catalog.aliases.shared() {
+            if self.reported.iter().any(|r| r == name) {
+                continue;
+            }
+            let tools: Vec<String> =
+                identities.iter().map(|i| format!("server {} tool {}", i.server, self.marker.plain(&i.tool, 128))).collect();
+            let text = format!(
+                "{} share the permission name {name}: a rule that names it applies to each of them, and a deny wins",
+                tools.join(" and ")
+            );
+            surface.notice(Level::Warning, &text);
+            self.reported.push(name.to_string());
         }
     }
 

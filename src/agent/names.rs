@@ -124,6 +124,22 @@ impl Aliases {
         self.canonical.get(&identity.canonical()).map_or_else(Vec::new, |all| all.iter().filter(|i| *i != identity).collect())
     }
 
+    /// Every canonical name that more than one identity has, with those identities (sorted).
+    pub fn shared(&self) -> Vec<(&str, Vec<&Identity>)> {
+        let mut shared: Vec<(&str, Vec<&Identity>)> = self
+            .canonical
+            .iter()
+            .filter(|(_, all)| all.len() > 1)
+            .map(|(name, all)| {
+                let mut all: Vec<&Identity> = all.iter().collect();
+                all.sort();
+                (name.as_str(), all)
+            })
+            .collect();
+        shared.sort();
+        shared
+    }
+
     /// Whether another identity shares `identity`'s canonical name.
     pub fn contested(&self, identity: &Identity) -> bool {
         self.canonical.get(&identity.canonical()).is_some_and(|all| all.len() > 1)

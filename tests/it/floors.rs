@@ -58,7 +58,9 @@ fn a_deny_for_a_shared_canonical_name_refuses_both_tools_whatever_their_aliases(
         Step::Text("Done.".into()),
     ]);
     let out = ask(&env, &model, &["delete", "the", "repo"]).run();
-    out.code(0).within(30.0);
+    out.code(0).within(30.0).stderr_has(
+        "server github tool corp_delete_repo and server github_corp tool delete_repo share the permission name mcp_github_corp_delete_repo",
+    );
     let results = tool_messages(&model.requests()[2]);
     let (plain_result, hashed_result, list_result) = (&results[3].1, &results[4].1, &results[5].1);
     for denied in [plain_result, hashed_result] {

@@ -116,7 +116,7 @@ fn a_named_child_remembers_refuses_a_second_message_at_once_and_keeps_its_tools(
     assert_eq!((results[0]["ok"].clone(), results[0]["result"].clone()), (json!(true), json!(marked("scribe", "Noted: blue."))));
     assert_eq!(results[1]["error"]["code"], "agent_busy", "{}", results[1]);
     assert_eq!(results[1]["agent"], "scribe");
-    assert_eq!(results[2]["result"], "You said blue.", "{}", results[2]);
+    assert_eq!(results[2]["result"], marked("scribe", "You said blue."), "{}", results[2]);
     assert_eq!(results[3]["error"]["code"], "override_rejected", "{}", results[3]);
     let child = requests_of(&model, "MEMO:");
     assert_eq!(child.len(), 2, "the busy message and the override never reached the model");
