@@ -179,7 +179,7 @@ fn search(bench: &Bench, quick: bool) {
     let provider = nod::provider::config::resolve(Some("bench"), &Default::default(), &env).expect("provider");
     let new_agent = || {
         Agent::new(
-            Some(nod::provider::Provider::new(provider.clone())),
+            Some(std::sync::Arc::new(nod::provider::Provider::new(provider.clone()))),
             runtime.clone(),
             crossbeam_channel::never(),
             Arc::new(Policy::new(PermissionMode::FullAccess, Vec::new())),

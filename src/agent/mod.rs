@@ -21,6 +21,8 @@ pub mod search;
 pub mod subagent;
 pub mod text;
 pub mod tools;
+#[cfg(test)]
+mod tests;
 mod turn;
 
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use serde_json::Value;
 
-use crate::provider::{Message, Provider, Usage};
+use crate::provider::{Message, Model, Usage};
 use crate::session::elicit::{Asked, InputRequired};
 use crate::session::runtime::Runtime;
 use catalog::Catalog;
@@ -189,7 +191,7 @@ impl Default for Options {
 
 pub struct Agent {
     /// None until a model is configured (the shell starts without one).
-    provider: Option<Provider>,
+    provider: Option<Arc<dyn Model>>,
     runtime: Arc<Runtime>,
     asked: Receiver<Asked>,
     pub policy: Arc<Policy>,
@@ -214,7 +216,7 @@ impl Agent {
     /// `asked` receives the elicitations of `runtime`'s servers (its inbound handler is a
     /// `PolicyHandler` with `Policy::Fail` sending there).
     pub fn new(
-        provider: Option<Provider>,
+        provider: Option<Arc<dyn Model>>,
         runtime: Arc<Runtime>,
         asked: Receiver<Asked>,
         policy: Arc<Policy>,
@@ -257,12 +259,12 @@ impl Agent {
         self.provider.as_ref().map_or("", |p| p.config().model.as_str())
     }
 
-    pub fn provider(&self) -> Option<&Provider> {
-        self.provider.as_ref()
+    pub fn provider(&self) -> Option<&dyn Model> {
+        self.provider.as_deref()
     }
 
     /// Uses another model (or endpoint) from the next request on.
-    pub fn set_provider(&mut self, provider: Provider) {
+    pub fn set_provider(&mut self, provider: Arc<dyn Model>) {
         self.provider = Some(provider);
     }
 

@@ -143,7 +143,7 @@ impl Setup {
 
     /// The agent over `runtime`, whose servers' elicitations arrive on `asked`.
     pub fn agent(&self, runtime: Arc<Runtime>, asked: crossbeam_channel::Receiver<Asked>) -> Agent {
-        let provider = self.provider.as_ref().ok().cloned().map(Provider::new);
+        let provider = self.provider.as_ref().ok().map(|c| Arc::new(Provider::new(c.clone())) as Arc<dyn crate::provider::Model>);
         Agent::new(provider, runtime, asked, self.policy.clone(), self.limits, self.options.clone())
     }
 

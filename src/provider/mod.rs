@@ -141,6 +141,42 @@ pub struct Request<'a> {
     pub tool_choice_none: bool,
 }
 
+/// What the agent needs of a model: one request, its text streamed to `on_text`, ended at
+/// once by `cancel`. `Provider` is the HTTP one; the agent's unit tests script one in process.
+pub trait Model: Send + Sync {
+    fn complete(
+        &self,
+        req: &Request<'_>,
+        cancel: &crate::util::Trigger,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion, ProviderError>;
+
+    /// The model's name and endpoint.
+    fn config(&self) -> &ProviderConfig;
+
+    /// The same model for a subagent, with connection state of its own.
+    fn fork(&self) -> std::sync::Arc<dyn Model>;
+}
+
+impl Model for Provider {
+    fn complete(
+        &self,
+        req: &Request<'_>,
+        cancel: &crate::util::Trigger,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Completion, ProviderError> {
+        Provider::complete(self, req, cancel, on_text)
+    }
+
+    fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    fn fork(&self) -> std::sync::Arc<dyn Model> {
+        std::sync::Arc::new(Provider::new(self.config.clone()))
+    }
+}
+
 /// A Chat Completions client.
 pub struct Provider {
     config: ProviderConfig,

@@ -392,7 +392,7 @@ mod lib {
         let policy = Arc::new(Policy::new(Mode::FullAccess, Vec::new()));
         let (_tx, asked) = crossbeam_channel::unbounded();
         let mut agent =
-            Agent::new(Some(provider), runtime.clone(), asked, policy, Limits::default(), Options::default());
+            Agent::new(Some(Arc::new(provider)), runtime.clone(), asked, policy, Limits::default(), Options::default());
         let host = agent.host();
         let turn = std::thread::spawn(move || -> Report { agent.turn("PARENT: go", &mut Quiet, &Trigger::default()) });
         env.wait_for_wire("tools/call", Duration::from_secs(20));

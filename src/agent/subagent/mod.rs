@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use super::permissions::Policy;
 use super::outcome::Outcome;
 use super::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
-use crate::provider::{Provider, ToolCall};
+use crate::provider::ToolCall;
 use crate::session::elicit::Asked;
 use crate::util::Trigger;
 
@@ -320,7 +320,7 @@ impl Agent {
         if let Some(why) = self.host.closed() {
             return Err((None, refusal("host_unavailable", why)));
         }
-        let provider = provider.config().clone();
+        let provider = provider.fork();
         match ask {
             Ask::Run { task, tools } => {
                 self.children.runs += 1;
@@ -328,7 +328,7 @@ impl Agent {
                 let view = View::snapshot(self, tools.as_deref())
                     .map_err(|why| (Some(label.clone()), refusal("override_rejected", why)))?;
                 let view = Arc::new(view);
-                let agent = Box::new(self.child(Provider::new(provider), view.clone()));
+                let agent = Box::new(self.child(provider.clone(), view.clone()));
                 Ok(Prepared { label, named: false, agent, prompt: task, view, trigger: Trigger::default() })
             }
             Ask::Message { name, message, tools } => {
@@ -368,7 +368,7 @@ impl Agent {
                         agent
                     }
                     None => {
-                        let agent = Box::new(self.child(Provider::new(provider), view.clone()));
+                        let agent = Box::new(self.child(provider.clone(), view.clone()));
                         self.children.named.insert(name.clone(), Named { agent: None, tools: patterns });
                         agent
                     }
@@ -379,7 +379,7 @@ impl Agent {
     }
 
     /// A new child under `view`.
-    fn child(&self, provider: Provider, view: Arc<View>) -> Agent {
+    fn child(&self, provider: Arc<dyn crate::provider::Model>, view: Arc<View>) -> Agent {
         let options = Options {
             max_steps: CHILD_MAX_STEPS.min(self.options.max_steps),
             system: None,

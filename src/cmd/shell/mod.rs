@@ -303,7 +303,7 @@ impl<'a> Shell<'a> {
         match provider_config::resolve(Some(id), &self.settings.model, &env) {
             Ok(config) => {
                 self.ctx.redactor.add(config.api_key.clone());
-                self.agent.set_provider(Provider::new(config));
+                self.agent.set_provider(Arc::new(Provider::new(config)));
                 self.no_model = None;
                 println!("model: {}", terminal_safe(id));
             }
