@@ -15,7 +15,7 @@ use super::pending::{NewCall, Refused, Registry};
 use super::{CallError, CallId, CallUpdate, Command, ConnShared, Dispatcher, GroupId, InboundHandler, ProgressPolicy};
 use crate::jsonrpc;
 use crate::mcp::Version;
-use crate::transport::{ConnId, Link, Report, WorkerHandle};
+use crate::transport::{ConnId, Link, NotifyKind, Outbound, Report, RequestMeta, WorkerHandle};
 use crate::util::JoinOnDrop;
 
 /// Bound on the worker → dispatcher queue: a noisy server waits rather than growing memory.
@@ -115,6 +115,8 @@ pub struct Request<'a> {
     pub timeout: Duration,
     pub progress: Option<ProgressPolicy>,
     pub group: Option<GroupId>,
+    /// What the request is, for the worker (its method is `method`).
+    pub meta: RequestMeta,
 }
 
 impl Default for Engine {
@@ -185,10 +187,10 @@ impl Engine {
         self.send(Command::SetVersion { conn, version });
     }
 
-    /// Sends a notification (or any frame that expects no answer).
-    pub fn notify(&self, shared: &ConnShared, frame: Vec<u8>) {
+    /// Sends a notification (or any frame that expects no answer) of `kind`.
+    pub fn notify(&self, shared: &ConnShared, frame: Vec<u8>, kind: NotifyKind) {
         if let Some(outlet) = shared.outlet.get() {
-            outlet.send(crate::transport::Outbound::Notify(frame));
+            outlet.send(Outbound::Notify { frame, kind });
         }
     }
 
@@ -224,7 +226,7 @@ impl Engine {
             id,
             conn,
             wire_id,
-            method: req.method,
+            meta: req.meta,
             timeout: req.timeout,
             progress: req.progress.map(|p| (p.token, p.cap)),
             group: req.group,
@@ -276,7 +278,7 @@ impl Engine {
         if let Some(workers) = self.reply(&rx) {
             // Close all first, then join: the connections end in parallel.
             for worker in &workers {
-                worker.send(crate::transport::Outbound::Close);
+                worker.send(Outbound::Close);
             }
             workers.into_iter().for_each(WorkerHandle::join);
         }

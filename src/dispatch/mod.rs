@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 use crate::jsonrpc::{self, Message, ResponseError};
 use crate::mcp::{Version, method};
-use crate::transport::{ConnId, Outbound, Outlet, Report, TransportError, WorkerHandle};
+use crate::transport::{ConnId, NotifyKind, Outbound, Outlet, Report, TransportError, WorkerHandle};
 use pending::{Entry, Registry};
 
 /// One front-end call; not the wire id.
@@ -243,11 +243,11 @@ impl Conn {
         }
     }
 
-    fn send_frame(&mut self, frame: Vec<u8>) {
+    fn send_frame(&mut self, frame: Vec<u8>, kind: NotifyKind) {
         if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
             log::trace!(target: "nod::wire", "> {} {}", self.name, String::from_utf8_lossy(&frame).trim_end());
         }
-        self.send(Outbound::Notify(frame));
+        self.send(Outbound::Notify { frame, kind });
     }
 }
 
@@ -369,7 +369,7 @@ impl Dispatcher {
                     return;
                 }
                 if let Some(state) = self.conns.get_mut(&conn) {
-                    state.send_frame(jsonrpc::encode_response(&id, &result));
+                    state.send_frame(jsonrpc::encode_response(&id, &result), NotifyKind::Other);
                 }
             }
             Command::Detach { conn, done } => {
@@ -396,28 +396,29 @@ impl Dispatcher {
 
     /// A call ended by cancellation (or its deadline): the server hears of it, the caller too.
     fn finish_cancelled(&mut self, entry: Entry, reason: &str) {
-        self.send_cancel(entry.conn, entry.wire_id, entry.method, reason);
+        self.send_cancel(&entry, reason);
         let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason.to_string()))));
     }
 
-    fn send_cancel(&mut self, conn: ConnId, wire_id: u64, method_name: &str, reason: &str) {
-        let Some(state) = self.conns.get_mut(&conn) else { return };
+    fn send_cancel(&mut self, entry: &Entry, reason: &str) {
+        let Some(state) = self.conns.get_mut(&entry.conn) else { return };
         // The stream (HTTP) is closed at once; a dropped stream is not a cancellation in
         // the 2025 revisions, so the notification goes too.
-        state.send(Outbound::CancelStream(wire_id));
+        state.send(Outbound::CancelStream(entry.wire_id));
         // The spec forbids cancelling initialize (CAN-2).
-        if method_name == method::INITIALIZE {
+        if entry.method == method::INITIALIZE {
             return;
         }
-        let params = json!({ "requestId": wire_id, "reason": reason });
-        state.send_frame(jsonrpc::encode_notification(method::CANCELLED, Some(&params)));
+        let params = json!({ "requestId": entry.wire_id, "reason": reason });
+        let kind = NotifyKind::Cancelled { revision: entry.revision };
+        state.send_frame(jsonrpc::encode_notification(method::CANCELLED, Some(&params)), kind);
     }
 
     fn expire(&mut self, now: Instant) {
         loop {
             let Some(entry) = self.registry.lock().pop_expired(now) else { break };
             log::debug!("request {} ({}) timed out", entry.wire_id, entry.method);
-            self.send_cancel(entry.conn, entry.wire_id, entry.method, "timeout");
+            self.send_cancel(&entry, "timeout");
             let waited = now.saturating_duration_since(entry.started);
             let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Timeout { after: waited, limit: None })));
         }
@@ -442,7 +443,7 @@ impl Dispatcher {
                     if let Some(state) = self.conns.get_mut(&conn) {
                         log::debug!("server {} sent an invalid request ({why}); answered -32600", state.name);
                         let error = ResponseError::new(jsonrpc::INVALID_REQUEST, format!("invalid request: {why}"));
-                        state.send_frame(jsonrpc::encode_response(&id, &Err(error)));
+                        state.send_frame(jsonrpc::encode_response(&id, &Err(error)), NotifyKind::Other);
                     }
                 }
                 Message::Notification { method, params } => self.notification(conn, &method, params),
@@ -484,7 +485,7 @@ impl Dispatcher {
             return;
         };
         if method_name == method::PING {
-            state.send_frame(jsonrpc::encode_response(&id, &Ok(json!({}))));
+            state.send_frame(jsonrpc::encode_response(&id, &Ok(json!({}))), NotifyKind::Other);
             return;
         }
         let cancelled = Arc::new(AtomicBool::new(false));

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::{Call, CallError, CallUpdate, PROGRESS_CAP_FACTOR, PendingCall, ProgressPolicy, Request, Session};
 use super::{INSTRUCTIONS_BYTES, catalog, initialize_error, truncate};
-use crate::mcp::{Version, method};
-use crate::transport::TransportError;
+use crate::mcp::{Version, headers, method};
+use crate::transport::{RequestMeta, TransportError};
 
 /// Rounds of input one 2026-07-28 request may ask for.
 pub(super) const MAX_INPUT_ROUNDS: u32 = 10;
@@ -121,9 +121,9 @@ impl Session {
 
     /// `params` with the 2026-07-28 `_meta` fields added (protocol version, client
     /// capabilities, client info), the other `_meta` fields (a progress token) kept.
-    pub(super) fn with_meta(&self, params: Option<String>) -> Option<String> {
-        let mut value = match params.as_deref().map(serde_json::from_str::<Value>) {
-            Some(Ok(Value::Object(map))) => Value::Object(map),
+    pub(super) fn with_meta(&self, params: Option<Value>) -> Value {
+        let mut value = match params {
+            Some(Value::Object(map)) => Value::Object(map),
             _ => json!({}),
         };
         let meta = value.as_object_mut().expect("an object").entry("_meta").or_insert_with(|| json!({}));
@@ -135,7 +135,29 @@ impl Session {
                 json!({ "name": "nod", "version": env!("CARGO_PKG_VERSION") }),
             );
         }
-        Some(value.to_string())
+        value
+    }
+
+    /// What the worker is told about a request: its method and revision and, for a
+    /// 2026-07-28 server over HTTP, the SEP-2243 header values: `Mcp-Name` (the tool or
+    /// prompt name, the resource URI) and the `Mcp-Param-*` headers that the tool's
+    /// `x-mcp-header` markings in the latest listing ask for.
+    pub(super) fn request_meta(&self, method_name: &'static str, params: Option<&Value>) -> RequestMeta {
+        let mut meta = RequestMeta::new(method_name, Some(self.version));
+        let Some(params) = params.filter(|_| self.remote && meta.is_modern()) else { return meta };
+        let key = match method_name {
+            method::TOOLS_CALL | method::PROMPTS_GET => "name",
+            method::RESOURCES_READ => "uri",
+            _ => return meta,
+        };
+        let name = params.get(key).and_then(Value::as_str);
+        meta.name = name.map(headers::value);
+        if method_name == method::TOOLS_CALL
+            && let (Some(tool), Some(arguments)) = (name, params.get("arguments").and_then(Value::as_object))
+        {
+            meta.params = headers::params(&catalog::markings(self, tool), arguments);
+        }
+        meta
     }
 
     /// A 2026-07-28 `input_required` result (SEP-2322): each of its `inputRequests` goes to
@@ -161,9 +183,11 @@ impl Session {
         if requests.is_none() && state.is_none() {
             return invalid("asks for input without inputRequests or requestState");
         }
-        let Some(base) = call.params.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()) else {
+        let Some(base) = call.params.clone() else {
             return invalid("asks for input on a request nod cannot send again");
         };
+        // The retry's name and arguments are the request's own: so are its headers.
+        let meta = self.request_meta(call.method, Some(&base));
         let mut waiting = Vec::new();
         for (key, request) in requests.into_iter().flatten() {
             let method_name = request.get("method").and_then(Value::as_str).unwrap_or("");
@@ -222,7 +246,7 @@ impl Session {
             }
             let params = params.to_string();
             let policy = progress.map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
-            let req = Request { method: method_name, params: Some(&params), timeout, progress: policy, group };
+            let req = Request { method: method_name, params: Some(&params), timeout, progress: policy, group, meta };
             let retry = engine.start_call(conn, &shared, req);
             *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(retry.id);
             if aborted.load(std::sync::atomic::Ordering::SeqCst) {
@@ -247,8 +271,8 @@ impl Session {
 
     /// 2026-07-28 over HTTP: -32020 says the headers do not match the body, which for a
     /// tool call means nod's x-mcp-header markings are out of date. The tools are listed
-    /// again (the worker learns the markings from the listing) and the call is sent once
-    /// more, after the caller's check; anything else keeps the error.
+    /// again (the call's headers come from the new listing's markings) and the call is sent
+    /// once more, after the caller's check; anything else keeps the error.
     pub(super) fn header_mismatch(
         &self,
         call: &mut Call,

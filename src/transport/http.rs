@@ -26,9 +26,8 @@ use serde_json::Value;
 
 use super::http_request::{Post, poster, request};
 use super::legacy_sse::start_legacy;
-use super::{Credentials, Link, Outbound, Outlet, TransportError, WorkerHandle};
+use super::{Credentials, Link, NotifyKind, Outbound, Outlet, RequestMeta, TransportError, WorkerHandle};
 use crate::jsonrpc::Message;
-use crate::mcp::method;
 use crate::util::JoinOnDrop;
 
 /// What to connect to. `headers` are final: header_env and bearer tokens already resolved.
@@ -100,13 +99,6 @@ pub(super) struct Shared {
     /// Legacy mode: the endpoint to POST to, once the event stream announced it.
     pub legacy: Mutex<Option<Legacy>>,
     pub get_running: AtomicBool,
-    /// The server speaks 2026-07-28 (nod's requests carry `_meta`): no session, no GET
-    /// stream, cancellation by closing the response.
-    pub modern: AtomicBool,
-    /// 2026-07-28: ids of `tools/list` requests in flight, and the `x-mcp-header` markings
-    /// their answers gave, by tool name.
-    listings: Mutex<HashSet<u64>>,
-    markings: Mutex<HashMap<String, Vec<(String, String)>>>,
     /// The status of the initialize POST that made an http entry fall back to legacy SSE.
     pub fallback_from: std::sync::atomic::AtomicU16,
     idle: Mutex<Vec<ureq::Agent>>,
@@ -146,9 +138,6 @@ impl Shared {
             reported: AtomicBool::new(false),
             legacy: Mutex::new(None),
             get_running: AtomicBool::new(false),
-            modern: AtomicBool::new(false),
-            listings: Mutex::new(HashSet::new()),
-            markings: Mutex::new(HashMap::new()),
             fallback_from: std::sync::atomic::AtomicU16::new(0),
             idle: Mutex::new(Vec::new()),
             active: Mutex::new(HashMap::new()),
@@ -253,9 +242,6 @@ impl Shared {
     /// Hands messages on, learning the negotiated version from the initialize answer.
     /// False once the dispatcher is gone.
     pub fn deliver(&self, msgs: Vec<Message>, batch: bool) -> bool {
-        if self.modern.load(Ordering::SeqCst) {
-            self.learn_markings(&msgs);
-        }
         let init = self.init_id.load(Ordering::SeqCst);
         if init != 0 {
             for msg in &msgs {
@@ -270,69 +256,6 @@ impl Shared {
             }
         }
         self.link.deliver(msgs, batch)
-    }
-
-    /// Keeps the `x-mcp-header` markings of the tools a `tools/list` answer lists.
-    fn learn_markings(&self, msgs: &[Message]) {
-        for msg in msgs {
-            let Message::Response { id: Some(id), result: Ok(result) } = msg else { continue };
-            let Some(id) = id.as_u64() else { continue };
-            if !lock(&self.listings).remove(&id) {
-                continue;
-            }
-            let tools = result.get("tools").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            let mut markings = lock(&self.markings);
-            for tool in tools {
-                let Some(name) = tool.get("name").and_then(Value::as_str) else { continue };
-                match crate::mcp::headers::markings(tool) {
-                    Ok(found) if !found.is_empty() => {
-                        markings.insert(name.to_string(), found);
-                    }
-                    _ => {
-                        markings.remove(name);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The headers of a 2026-07-28 request (SEP-2243), or None for an initialize-era frame:
-    /// MCP-Protocol-Version (the `_meta` value), Mcp-Method, Mcp-Name and Mcp-Param-*.
-    fn modern_headers(&self, id: u64, frame: &[u8]) -> Option<Vec<(String, String)>> {
-        const KEY: &[u8] = b"io.modelcontextprotocol/protocolVersion";
-        if !frame.windows(KEY.len()).any(|w| w == KEY) {
-            // An initialize-era request (after a probe that found an older server).
-            self.modern.store(false, Ordering::SeqCst);
-            return None;
-        }
-        let body: Value = serde_json::from_slice(frame).ok()?;
-        let params = body.get("params")?;
-        let version = params.pointer("/_meta/io.modelcontextprotocol~1protocolVersion")?.as_str()?;
-        let method_name = body.get("method")?.as_str()?;
-        self.modern.store(true, Ordering::SeqCst);
-        let mut headers = vec![
-            ("MCP-Protocol-Version".to_string(), version.to_string()),
-            ("Mcp-Method".to_string(), method_name.to_string()),
-        ];
-        let name = match method_name {
-            method::TOOLS_CALL | method::PROMPTS_GET => params.get("name"),
-            method::RESOURCES_READ => params.get("uri"),
-            _ => None,
-        };
-        if let Some(name) = name.and_then(Value::as_str) {
-            headers.push(("Mcp-Name".to_string(), crate::mcp::headers::value(name)));
-        }
-        if method_name == method::TOOLS_LIST {
-            lock(&self.listings).insert(id);
-        }
-        if method_name == method::TOOLS_CALL
-            && let (Some(tool), Some(arguments)) =
-                (params.get("name").and_then(Value::as_str), params.get("arguments").and_then(Value::as_object))
-            && let Some(markings) = lock(&self.markings).get(tool)
-        {
-            headers.extend(crate::mcp::headers::params(markings, arguments));
-        }
-        Some(headers)
     }
 
     /// Queues work for the poster thread.
@@ -479,12 +402,13 @@ fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
     }
     while let Ok(out) = inbox.recv() {
         match out {
-            Outbound::Request { id, frame } => send_request(&shared, id, frame),
+            Outbound::Request { id, frame, meta } => send_request(&shared, id, frame, meta),
             // 2026-07-28 over HTTP: closing the response stream is the cancellation.
-            Outbound::Notify(frame) if shared.modern.load(Ordering::SeqCst) && is_cancel(&frame) => {}
-            Outbound::Notify(frame) => {
+            Outbound::Notify { kind: NotifyKind::Cancelled { revision: Some(revision) }, .. }
+                if revision.is_modern() => {}
+            Outbound::Notify { frame, kind } => {
                 let seq = shared.order.queue();
-                shared.post(Post::Notify { seq, frame });
+                shared.post(Post::Notify { seq, frame, kind });
             }
             Outbound::CancelStream(id) => shared.cancel(StreamKey::Request(id)),
             Outbound::Close => break,
@@ -494,37 +418,22 @@ fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
     close(&shared);
 }
 
-fn send_request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>) {
+fn send_request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>, meta: RequestMeta) {
     if lock(&shared.legacy).is_some() {
         shared.post(Post::Legacy { id: Some(id), frame });
         return;
     }
-    let is_init = is_initialize(&frame);
-    if is_init {
+    if meta.is_initialize() {
         shared.init_id.store(id, Ordering::SeqCst);
     }
-    let modern = shared.modern_headers(id, &frame);
     let after = shared.order.queued();
     shared.spawn_thread(move |shared| {
-        if !is_init {
+        if !meta.is_initialize() {
             shared.order.wait_sent(after, shared.message_timeout);
         }
-        request(shared, id, is_init, &frame, modern.as_deref().unwrap_or_default());
+        request(shared, id, &meta, &frame);
         shared.checkin(StreamKey::Request(id));
     });
-}
-
-/// Whether a frame nod encoded is an initialize request: `jsonrpc::encode_request` writes
-/// `{"jsonrpc":"2.0","id":<digits>,"method":...` exactly.
-fn is_initialize(frame: &[u8]) -> bool {
-    let Some(rest) = frame.strip_prefix(b"{\"jsonrpc\":\"2.0\",\"id\":") else { return false };
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    rest[digits..].starts_with(format!(",\"method\":\"{}\"", method::INITIALIZE).as_bytes())
-}
-
-fn is_cancel(frame: &[u8]) -> bool {
-    let needle = format!("\"method\":\"{}\"", method::CANCELLED);
-    frame.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 fn close(shared: &Arc<Shared>) {
@@ -552,17 +461,4 @@ fn close(shared: &Arc<Shared>) {
         log::debug!("server {}: {left} connection thread(s) still connecting; they end on their own", shared.name());
     }
     shared.report_closed(TransportError::ClosedByClient);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_initialize;
-    use crate::jsonrpc::encode_request;
-
-    #[test]
-    fn initialize_frames_are_recognized() {
-        assert!(is_initialize(&encode_request(1, "initialize", Some("{}"))));
-        assert!(!is_initialize(&encode_request(2, "tools/call", Some(r#"{"name":"initialize"}"#))));
-        assert!(!is_initialize(&encode_request(3, "tools/call", Some(r#"{"arguments":{"method":"initialize"}}"#))));
-    }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::TransportError;
 use super::http::{Shared, StreamKey, lock};
+use super::{NotifyKind, RequestMeta, TransportError};
 use super::http_stream::{start_get_stream, stream};
 use super::legacy_sse::{legacy_send, start_legacy};
 use crate::jsonrpc::frame::MAX_FRAME;
@@ -19,7 +19,7 @@ use crate::net::{self, Method, NetError, Response, sse};
 /// Work for the poster thread.
 pub(super) enum Post {
     /// A notification or an answer to the server, `seq` in the order of `Order`.
-    Notify { seq: u64, frame: Vec<u8> },
+    Notify { seq: u64, frame: Vec<u8>, kind: NotifyKind },
     /// Legacy mode: every message is a POST to the announced endpoint.
     Legacy { id: Option<u64>, frame: Vec<u8> },
 }
@@ -35,27 +35,18 @@ const MAX_STEP_UPS: u32 = 10;
 pub(super) fn poster(shared: &Arc<Shared>, inbox: Receiver<Post>) {
     for post in inbox {
         match post {
-            Post::Notify { seq, frame } => {
+            Post::Notify { seq, frame, kind } => {
                 if lock(&shared.legacy).is_some() {
                     legacy_send(shared, None, frame);
-                } else {
-                    let initialized = frame.windows(11).any(|w| w == b"initialized");
-                    if message(shared, &frame) && initialized && is_initialized(&frame) {
-                        let opened = start_get_stream(shared);
-                        let _ = opened.recv_timeout(GET_STREAM_WAIT);
-                    }
+                } else if message(shared, &frame) && kind == NotifyKind::Initialized {
+                    let opened = start_get_stream(shared);
+                    let _ = opened.recv_timeout(GET_STREAM_WAIT);
                 }
                 shared.order.mark_sent(seq);
             }
             Post::Legacy { id, frame } => legacy_send(shared, id, frame),
         }
     }
-}
-
-fn is_initialized(frame: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(frame)
-        .ok()
-        .is_some_and(|v| v.get("method").and_then(|m| m.as_str()) == Some(crate::mcp::method::INITIALIZED))
 }
 
 /// POSTs a frame to the server URL with the session id `session`; `limit` bounds the whole
@@ -132,15 +123,17 @@ fn message(shared: &Arc<Shared>, frame: &[u8]) -> bool {
 
 /// One request: POST, then read its answer (JSON or a stream), with credentials and
 /// session expiry handled as the spec says.
-pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8], extra: &[(String, String)]) {
+pub(super) fn request(shared: &Arc<Shared>, id: u64, meta: &RequestMeta, frame: &[u8]) {
     let key = StreamKey::Request(id);
+    let is_init = meta.is_initialize();
+    let extra = modern_headers(meta);
     let mut auth_retried = false;
     let mut step_ups = 0;
     loop {
         let Some(agent) = shared.checkout(key) else { return };
         let sent = lock(&shared.session).clone();
         let session = if is_init { None } else { sent.id.clone() };
-        let resp = match post(shared, &agent, frame, session.as_deref(), None, extra) {
+        let resp = match post(shared, &agent, frame, session.as_deref(), None, &extra) {
             Ok(resp) => resp,
             Err(err) => {
                 if !shared.is_cancelled(key) {
@@ -204,6 +197,21 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]
             }
         };
     }
+}
+
+/// The headers of a 2026-07-28 request (SEP-2243), as the session computed them:
+/// MCP-Protocol-Version, Mcp-Method, Mcp-Name and Mcp-Param-*; none before 2026-07-28.
+fn modern_headers(meta: &RequestMeta) -> Vec<(String, String)> {
+    let Some(revision) = meta.revision.filter(|revision| revision.is_modern()) else { return Vec::new() };
+    let mut headers = vec![
+        ("MCP-Protocol-Version".to_string(), revision.as_str().to_string()),
+        ("Mcp-Method".to_string(), meta.method.to_string()),
+    ];
+    if let Some(name) = &meta.name {
+        headers.push(("Mcp-Name".to_string(), name.clone()));
+    }
+    headers.extend(meta.params.iter().cloned());
+    headers
 }
 
 /// Takes the session id from an initialize answer: a new session.
