@@ -14,7 +14,6 @@ use serde_json::Value;
 use super::pending::{NewCall, Refused, Registry};
 use super::{CallError, CallId, CallUpdate, Command, ConnShared, Dispatcher, GroupId, InboundHandler, ProgressPolicy};
 use crate::jsonrpc;
-use crate::mcp::Version;
 use crate::transport::{ConnId, Link, NotifyKind, Outbound, Report, RequestMeta, WorkerHandle};
 use crate::util::JoinOnDrop;
 
@@ -171,9 +170,9 @@ impl Engine {
     /// worker reports through.
     pub fn register(&self, name: &str, handler: Arc<dyn InboundHandler>) -> (ConnId, Arc<ConnShared>, Link) {
         let conn = ConnId(self.inner.next_conn.fetch_add(1, Ordering::Relaxed));
-        let shared = Arc::new(ConnShared::default());
-        self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
         let link = Link::new(conn, name, self.inner.reports.clone(), self.inner.registry.clone());
+        let shared = Arc::new(ConnShared { revision: link.revision().clone(), ..ConnShared::default() });
+        self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
         (conn, shared, link)
     }
 
@@ -181,10 +180,6 @@ impl Engine {
     pub fn attach(&self, conn: ConnId, shared: &ConnShared, worker: WorkerHandle) {
         let _ = shared.outlet.set(worker.outlet().clone());
         self.send(Command::Attach { conn, worker });
-    }
-
-    pub fn set_version(&self, conn: ConnId, version: Version) {
-        self.send(Command::SetVersion { conn, version });
     }
 
     /// Sends a notification (or any frame that expects no answer) of `kind`.

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 use crate::jsonrpc::{self, Message, ResponseError};
 use crate::mcp::{Version, method};
-use crate::transport::{ConnId, NotifyKind, Outbound, Outlet, Report, TransportError, WorkerHandle};
+use crate::transport::{ConnId, NotifyKind, Outbound, Outlet, Report, Revision, TransportError, WorkerHandle};
 use pending::{Entry, Registry};
 
 /// One front-end call; not the wire id.
@@ -59,10 +59,6 @@ pub(crate) enum Command {
     Attach {
         conn: ConnId,
         worker: WorkerHandle,
-    },
-    SetVersion {
-        conn: ConnId,
-        version: Version,
     },
     Cancel {
         call: CallId,
@@ -210,6 +206,8 @@ pub struct ConnShared {
     pub prompts_epoch: AtomicU64,
     /// Set once when the connection ends: why.
     pub closed: OnceLock<Arc<TransportError>>,
+    /// The negotiated revision: the session sets it; the worker's `Link` holds the same.
+    pub revision: Revision,
     next_wire: AtomicU64,
     outlet: OnceLock<Outlet>,
 }
@@ -227,7 +225,6 @@ struct Conn {
     worker: Option<WorkerHandle>,
     /// Frames written before the worker was attached.
     queued: Vec<Outbound>,
-    version: Option<Version>,
     closed: Option<Arc<TransportError>>,
     log_window: (Instant, u32),
 }
@@ -324,7 +321,6 @@ impl Dispatcher {
                     shared,
                     worker: None,
                     queued: Vec::new(),
-                    version: None,
                     closed: None,
                     log_window: (Instant::now(), 0),
                 };
@@ -339,11 +335,6 @@ impl Dispatcher {
                 }
                 None => worker.send(Outbound::Close),
             },
-            Command::SetVersion { conn, version } => {
-                if let Some(state) = self.conns.get_mut(&conn) {
-                    state.version = Some(version);
-                }
-            }
             Command::Cancel { call, reason } => {
                 let entry = self.registry.lock().remove(call);
                 if let Some(entry) = entry {
@@ -428,7 +419,7 @@ impl Dispatcher {
         let Some(state) = self.conns.get(&conn) else {
             return;
         };
-        if batch && !state.version.is_some_and(Version::allows_batches) {
+        if batch && !state.shared.revision.get().is_some_and(Version::allows_batches) {
             log::warn!(
                 "server {} sent a JSON-RPC batch, which its protocol version does not allow; ignored",
                 state.name
@@ -491,7 +482,8 @@ impl Dispatcher {
         let cancelled = Arc::new(AtomicBool::new(false));
         self.inbound.insert((conn, id.to_string()), cancelled.clone());
         let responder = Responder::new(self.commands.clone(), conn, id, cancelled);
-        let req = ServerRequest { server: state.name.clone(), version: state.version, method: method_name, params };
+        let version = state.shared.revision.get();
+        let req = ServerRequest { server: state.name.clone(), version, method: method_name, params };
         state.handler.request(req, responder);
     }
 

@@ -217,7 +217,7 @@ fn batches_count_only_on_2025_03_26() {
     let batch = json!([{ "jsonrpc": "2.0", "id": id, "result": { "batched": true } }]);
     c.peer.send(&batch);
     assert!(pending.updates().recv_timeout(Duration::from_millis(200)).is_err(), "a batch is ignored on 2025-11-25");
-    c.engine.set_version(c.conn, Version::V2025_03_26);
+    c.shared.revision.set(Some(Version::V2025_03_26));
     c.peer.send(&batch);
     assert_eq!(outcome(&pending).unwrap(), json!({ "batched": true }));
 }

@@ -56,7 +56,6 @@ pub struct Session {
     engine: Engine,
     pub conn: ConnId,
     pub name: String,
-    pub version: Version,
     pub capabilities: Value,
     pub server_info: Value,
     pub instructions: Option<String>,
@@ -254,7 +253,6 @@ impl Session {
             engine: engine.clone(),
             conn,
             name: config.name.clone(),
-            version: Version::LATEST,
             capabilities: Value::Null,
             server_info: Value::Null,
             instructions: None,
@@ -274,13 +272,21 @@ impl Session {
         self.remote
     }
 
+    /// The revision the session speaks: the connection's one record of it (the dispatcher
+    /// and the worker read the same); the latest initialize-era one until negotiated.
+    pub fn version(&self) -> Version {
+        self.shared.revision.get().unwrap_or(Version::LATEST)
+    }
+
     /// Whether the session speaks the stateless revision.
     pub fn is_modern(&self) -> bool {
-        self.version.is_modern()
+        self.version().is_modern()
     }
 
     fn initialize(&mut self, deadline: Instant, first: Version) -> anyhow::Result<()> {
-        self.version = Version::LATEST;
+        // Nothing is negotiated while the handshake runs: initialize carries no
+        // MCP-Protocol-Version header.
+        self.shared.revision.set(None);
         let mut offer = first;
         let mut named = false;
         let result = loop {
@@ -298,12 +304,12 @@ impl Session {
             }
         };
         let version = answered_version(&result)?;
-        self.version = version;
         self.capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         self.server_info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
         self.instructions =
             result.get("instructions").and_then(Value::as_str).map(|text| truncate(text, INSTRUCTIONS_BYTES));
-        self.engine.set_version(self.conn, version);
+        // Before `initialized`, which carries it over HTTP.
+        self.shared.revision.set(Some(version));
         self.notify(method::INITIALIZED, None);
         Ok(())
     }
@@ -325,8 +331,8 @@ impl Session {
         if *done > generation {
             return Ok(());
         }
-        let result = self.handshake(self.version, self.operation_timeout)?;
-        if answered_version(&result).ok() != Some(self.version) {
+        let result = self.handshake(self.version(), self.operation_timeout)?;
+        if answered_version(&result).ok() != Some(self.version()) {
             let why = "the server answered the new session with another protocol version".to_string();
             return Err(CallError::Transport(Arc::new(TransportError::BadAnswer(why))));
         }
@@ -417,14 +423,14 @@ impl Session {
         group: Option<GroupId>,
     ) -> Call {
         // 2026-07-28: every request says who sends it and at which revision.
-        let params = if self.version.is_modern() { Some(self.with_meta(params)) } else { params };
+        let params = if self.is_modern() { Some(self.with_meta(params)) } else { params };
         // A method the server never declared is not sent (LC-8).
         let pending = match envelope::capability(method_name).filter(|c| !self.has(c)) {
             Some(capability) => PendingCall::failed(self.engine.next_call(), CallError::NotOffered(capability)),
             None => self.send_request(method_name, params.as_ref(), timeout, progress.clone(), group),
         };
         // Kept for a replay on a new session (remote) or a retry with input (2026-07-28).
-        let params = if self.remote || self.version.is_modern() { params } else { None };
+        let params = if self.remote || self.is_modern() { params } else { None };
         Call::new(pending, method_name, params, timeout, progress, group, false)
     }
 
@@ -439,7 +445,7 @@ impl Session {
             // older server), an unknown one is not an answer nod can use.
             match value.get("resultType").and_then(Value::as_str) {
                 None | Some("complete") => {}
-                Some("input_required") if self.version.is_modern() => {
+                Some("input_required") if self.is_modern() => {
                     let asked = value.clone();
                     return self.give_input(call, &asked);
                 }
@@ -452,7 +458,7 @@ impl Session {
                 Err(why) => Err(CallError::Invalid { method: call.method, why }),
             });
         }
-        if self.version.is_modern()
+        if self.is_modern()
             && let Err(CallError::Rpc(error)) = &result
             && error.code == -32020
         {

@@ -52,8 +52,7 @@ impl Session {
     /// stdio server that exits needs a new process. 401/403, 5xx and network errors are not
     /// evidence of anything: they fail the connection. With `pinned`, only modern will do.
     pub(super) fn discover(&mut self, deadline: Instant, pinned: bool) -> anyhow::Result<Era> {
-        self.version = Version::MODERN;
-        self.engine.set_version(self.conn, Version::MODERN);
+        self.shared.revision.set(Some(Version::MODERN));
         let mut asked_again = false;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -128,7 +127,7 @@ impl Session {
         };
         let meta = value.as_object_mut().expect("an object").entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(crate::mcp::meta::PROTOCOL_VERSION.into(), json!(self.version.as_str()));
+            meta.insert(crate::mcp::meta::PROTOCOL_VERSION.into(), json!(self.version().as_str()));
             meta.insert(crate::mcp::meta::CLIENT_CAPABILITIES.into(), self.client_capabilities.clone());
             meta.insert(
                 crate::mcp::meta::CLIENT_INFO.into(),
@@ -143,7 +142,7 @@ impl Session {
     /// prompt name, the resource URI) and the `Mcp-Param-*` headers that the tool's
     /// `x-mcp-header` markings in the latest listing ask for.
     pub(super) fn request_meta(&self, method_name: &'static str, params: Option<&Value>) -> RequestMeta {
-        let mut meta = RequestMeta::new(method_name, Some(self.version));
+        let mut meta = RequestMeta::new(method_name, self.shared.revision.get());
         let Some(params) = params.filter(|_| self.remote && meta.is_modern()) else { return meta };
         let key = match method_name {
             method::TOOLS_CALL | method::PROMPTS_GET => "name",
@@ -197,7 +196,7 @@ impl Session {
             let (tx, rx) = crossbeam_channel::bounded(1);
             let req = crate::dispatch::ServerRequest {
                 server: self.name.clone(),
-                version: Some(self.version),
+                version: Some(self.version()),
                 method: method_name.to_string(),
                 params: request.get("params").cloned().unwrap_or_else(|| json!({})),
             };

@@ -16,18 +16,18 @@
 //! the session layer starts a new session and replays the request.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use serde_json::Value;
 
 use super::http_request::{Post, poster, request};
 use super::legacy_sse::start_legacy;
 use super::{Credentials, Link, NotifyKind, Outbound, Outlet, RequestMeta, TransportError, WorkerHandle};
 use crate::jsonrpc::Message;
+use crate::mcp::Version;
 use crate::util::JoinOnDrop;
 
 /// What to connect to. `headers` are final: header_env and bearer tokens already resolved.
@@ -90,10 +90,6 @@ pub(super) struct Shared {
     pub credentials: Option<Arc<dyn Credentials>>,
     pub message_timeout: Duration,
     pub session: Mutex<SessionState>,
-    /// The negotiated version, sent as MCP-Protocol-Version once known.
-    pub version: Mutex<Option<String>>,
-    /// The wire id of the latest initialize request (0: none).
-    pub init_id: AtomicU64,
     pub closed: AtomicBool,
     reported: AtomicBool,
     /// Legacy mode: the endpoint to POST to, once the event stream announced it.
@@ -132,8 +128,6 @@ impl Shared {
             credentials: spec.credentials,
             message_timeout: spec.message_timeout,
             session: Mutex::new(SessionState::default()),
-            version: Mutex::new(None),
-            init_id: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             reported: AtomicBool::new(false),
             legacy: Mutex::new(None),
@@ -222,16 +216,26 @@ impl Shared {
         }
     }
 
-    /// Adds the configured headers, the session id, the protocol version and credentials.
-    pub fn with_headers<B>(&self, mut req: ureq::RequestBuilder<B>, session: Option<&str>) -> ureq::RequestBuilder<B> {
+    /// Adds the configured headers, the session id, the negotiated revision and credentials.
+    pub fn with_headers<B>(&self, req: ureq::RequestBuilder<B>, session: Option<&str>) -> ureq::RequestBuilder<B> {
+        self.with_headers_at(req, session, self.link.revision().get())
+    }
+
+    /// `with_headers` for a request sent at `revision` (what its `RequestMeta` says).
+    pub fn with_headers_at<B>(
+        &self,
+        mut req: ureq::RequestBuilder<B>,
+        session: Option<&str>,
+        revision: Option<Version>,
+    ) -> ureq::RequestBuilder<B> {
         for (name, value) in &self.headers {
             req = req.header(name.as_str(), value.as_str());
         }
         if let Some(session) = session {
             req = req.header("Mcp-Session-Id", session);
         }
-        if let Some(version) = lock(&self.version).as_deref() {
-            req = req.header("MCP-Protocol-Version", version);
+        if let Some(revision) = revision {
+            req = req.header("MCP-Protocol-Version", revision.as_str());
         }
         if let Some(bearer) = self.credentials.as_ref().and_then(|c| c.authorization()) {
             req = req.header("Authorization", bearer);
@@ -239,22 +243,8 @@ impl Shared {
         req
     }
 
-    /// Hands messages on, learning the negotiated version from the initialize answer.
-    /// False once the dispatcher is gone.
+    /// Hands messages on. False once the dispatcher is gone.
     pub fn deliver(&self, msgs: Vec<Message>, batch: bool) -> bool {
-        let init = self.init_id.load(Ordering::SeqCst);
-        if init != 0 {
-            for msg in &msgs {
-                if let Message::Response { id: Some(id), result: Ok(result) } = msg
-                    && id.as_u64() == Some(init)
-                    && let Some(version) = result.get("protocolVersion").and_then(Value::as_str)
-                    && crate::mcp::Version::parse(version).is_some()
-                {
-                    // Only a revision nod knows becomes a header value.
-                    *lock(&self.version) = Some(version.to_string());
-                }
-            }
-        }
         self.link.deliver(msgs, batch)
     }
 
@@ -422,9 +412,6 @@ fn send_request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>, meta: RequestMeta
     if lock(&shared.legacy).is_some() {
         shared.post(Post::Legacy { id: Some(id), frame });
         return;
-    }
-    if meta.is_initialize() {
-        shared.init_id.store(id, Ordering::SeqCst);
     }
     let after = shared.order.queued();
     shared.spawn_thread(move |shared| {

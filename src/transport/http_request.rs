@@ -10,6 +10,7 @@ use crossbeam_channel::Receiver;
 
 use super::http::{Shared, StreamKey, lock};
 use super::{NotifyKind, RequestMeta, TransportError};
+use crate::mcp::Version;
 use super::http_stream::{start_get_stream, stream};
 use super::legacy_sse::{legacy_send, start_legacy};
 use crate::jsonrpc::frame::MAX_FRAME;
@@ -49,23 +50,25 @@ pub(super) fn poster(shared: &Arc<Shared>, inbox: Receiver<Post>) {
     }
 }
 
-/// POSTs a frame to the server URL with the session id `session`; `limit` bounds the whole
-/// exchange (notifications).
+/// POSTs a frame sent at `revision` to the server URL with the session id `session`;
+/// `limit` bounds the whole exchange (notifications).
 fn post(
     shared: &Shared,
     agent: &ureq::Agent,
     frame: &[u8],
     session: Option<&str>,
+    revision: Option<Version>,
     limit: Option<Duration>,
     extra: &[(String, String)],
 ) -> Result<Response, NetError> {
     let body = frame.strip_suffix(b"\n").unwrap_or(frame);
     net::follow(&shared.url, |url, method| {
         if method == Method::Get {
-            return shared.with_headers(agent.get(url), session).header("Accept", "application/json").call();
+            let req = shared.with_headers_at(agent.get(url), session, revision);
+            return req.header("Accept", "application/json").call();
         }
         let mut req = shared
-            .with_headers(agent.post(url), session)
+            .with_headers_at(agent.post(url), session, revision)
             .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
         for (name, value) in extra {
@@ -95,12 +98,14 @@ fn challenge(resp: &Response) -> String {
 fn message(shared: &Arc<Shared>, frame: &[u8]) -> bool {
     let Some(agent) = shared.checkout(StreamKey::Poster) else { return false };
     let session = lock(&shared.session).id.clone();
-    let mut answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout), &[]);
+    let revision = shared.link.revision().get();
+    let limit = Some(shared.message_timeout);
+    let mut answer = post(shared, &agent, frame, session.as_deref(), revision, limit, &[]);
     if let (Ok(resp), Some(credentials)) = (&answer, &shared.credentials)
         && resp.status().as_u16() == 401
         && credentials.unauthorized(&challenge(resp)).is_ok()
     {
-        answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout), &[]);
+        answer = post(shared, &agent, frame, session.as_deref(), revision, limit, &[]);
     }
     let accepted = match answer {
         Ok(mut resp) if resp.status().is_success() => {
@@ -133,7 +138,7 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, meta: &RequestMeta, frame: 
         let Some(agent) = shared.checkout(key) else { return };
         let sent = lock(&shared.session).clone();
         let session = if is_init { None } else { sent.id.clone() };
-        let resp = match post(shared, &agent, frame, session.as_deref(), None, &extra) {
+        let resp = match post(shared, &agent, frame, session.as_deref(), meta.revision, None, &extra) {
             Ok(resp) => resp,
             Err(err) => {
                 if !shared.is_cancelled(key) {
@@ -200,13 +205,12 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, meta: &RequestMeta, frame: 
 }
 
 /// The headers of a 2026-07-28 request (SEP-2243), as the session computed them:
-/// MCP-Protocol-Version, Mcp-Method, Mcp-Name and Mcp-Param-*; none before 2026-07-28.
+/// Mcp-Method, Mcp-Name and Mcp-Param-*; none before 2026-07-28.
 fn modern_headers(meta: &RequestMeta) -> Vec<(String, String)> {
-    let Some(revision) = meta.revision.filter(|revision| revision.is_modern()) else { return Vec::new() };
-    let mut headers = vec![
-        ("MCP-Protocol-Version".to_string(), revision.as_str().to_string()),
-        ("Mcp-Method".to_string(), meta.method.to_string()),
-    ];
+    if !meta.is_modern() {
+        return Vec::new();
+    }
+    let mut headers = vec![("Mcp-Method".to_string(), meta.method.to_string())];
     if let Some(name) = &meta.name {
         headers.push(("Mcp-Name".to_string(), name.clone()));
     }

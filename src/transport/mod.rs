@@ -23,7 +23,7 @@ mod legacy_sse;
 pub mod memory;
 pub mod stdio;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_channel::Sender;
 use serde_json::Value;
@@ -124,6 +124,23 @@ pub trait Router: Send + Sync {
     fn progress(&self, conn: ConnId, params: &Value);
 }
 
+/// The revision a connection speaks, held once: its session sets it (2026-07-28 for the
+/// `server/discover` probe, none during `initialize`, then the answer's), and the dispatcher
+/// (batches, server requests) and the worker (MCP-Protocol-Version outside requests) read
+/// it. Requests carry the revision they were built at in their `RequestMeta`.
+#[derive(Clone, Default, Debug)]
+pub struct Revision(Arc<Mutex<Option<Version>>>);
+
+impl Revision {
+    pub fn get(&self) -> Option<Version> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set(&self, revision: Option<Version>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = revision;
+    }
+}
+
 /// What a worker reports through.
 #[derive(Clone)]
 pub struct Link {
@@ -131,11 +148,17 @@ pub struct Link {
     pub name: String,
     reports: Sender<Report>,
     router: Arc<dyn Router>,
+    revision: Revision,
 }
 
 impl Link {
     pub fn new(conn: ConnId, name: &str, reports: Sender<Report>, router: Arc<dyn Router>) -> Link {
-        Link { conn, name: name.to_string(), reports, router }
+        Link { conn, name: name.to_string(), reports, router, revision: Revision::default() }
+    }
+
+    /// The connection's negotiated revision (its session sets it).
+    pub fn revision(&self) -> &Revision {
+        &self.revision
     }
 
     /// Hands decoded messages on: answers to their callers, the rest to the dispatcher.
