@@ -100,6 +100,8 @@ pub struct Call {
     current: Arc<Mutex<Option<crate::dispatch::CallId>>>,
     aborted: Arc<std::sync::atomic::AtomicBool>,
     admit: Option<Admit>,
+    /// 2026-07-28: the thread of the current round of input, stopped and joined with the call.
+    input: Option<modern::InputRound>,
 }
 
 impl Drop for Call {
@@ -132,6 +134,7 @@ impl Call {
             current: Arc::default(),
             aborted: Arc::default(),
             admit: None,
+            input: None,
         }
     }
 

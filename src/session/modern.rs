@@ -6,9 +6,11 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Sender, at, select};
 use serde_json::{Value, json};
 
 use super::{Call, CallError, CallUpdate, PROGRESS_CAP_FACTOR, PendingCall, ProgressPolicy, Request, Session};
+use crate::util::JoinOnDrop;
 use super::{INSTRUCTIONS_BYTES, catalog, initialize_error, truncate};
 use crate::mcp::{Version, headers, method};
 use crate::transport::{RequestMeta, TransportError};
@@ -19,6 +21,14 @@ pub(super) const MAX_INPUT_ROUNDS: u32 = 10;
 /// How long a stdio server has to answer the `server/discover` probe before nod takes it
 /// for an initialize-era server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The thread of one round of input (`nod-input:<server>`), owned by its call: dropping the
+/// round (the call is dropped, or the next round starts) stops the thread and joins it.
+/// Field order is drop order: the stop signal goes before the join.
+pub(super) struct InputRound {
+    _stop: Sender<()>,
+    _thread: JoinOnDrop<()>,
+}
 
 /// What the probe says about a server.
 pub(super) enum Era {
@@ -164,7 +174,7 @@ impl Session {
     /// surfaces), and once every answer is in, the request is sent again with a new id, the
     /// answers as `inputResponses` and `requestState` exactly as given. The caller keeps
     /// waiting on `call.updates()`. At most `MAX_INPUT_ROUNDS` rounds, each within the
-    /// request's timeout.
+    /// request's timeout. The round runs on a thread that the call owns and joins.
     pub(super) fn give_input(&self, call: &mut Call, asked: &Value) -> Option<Result<Value, CallError>> {
         let invalid = |why: &'static str| Some(Err(CallError::Invalid { method: call.method, why }));
         if !matches!(call.method, method::TOOLS_CALL | method::PROMPTS_GET | method::RESOURCES_READ) {
@@ -209,6 +219,8 @@ impl Session {
         let (method_name, timeout, group, progress) = (call.method, call.timeout, call.group, call.progress.clone());
         let (current, aborted, admit) = (call.current.clone(), call.aborted.clone(), call.admit.clone());
         let name = self.name.clone();
+        // Disconnects when the call drops the round: nobody waits for it any more.
+        let (stop_tx, stop) = crossbeam_channel::bounded::<()>(0);
         let spawned = std::thread::Builder::new().name(format!("nod-input:{name}")).spawn(move || {
             let done = |result: Result<Value, CallError>| {
                 let _ = updates_tx.send(CallUpdate::Done(result));
@@ -216,12 +228,17 @@ impl Session {
             let deadline = Instant::now() + timeout;
             let mut responses = serde_json::Map::new();
             for (key, rx) in waiting {
-                match rx.recv_deadline(deadline) {
-                    Ok(Ok(answer)) => {
+                let answer = select! {
+                    recv(rx) -> answer => answer.ok(),
+                    recv(at(deadline)) -> _ => None,
+                    recv(stop) -> _ => return,
+                };
+                match answer {
+                    Some(Ok(answer)) => {
                         responses.insert(key, answer);
                     }
-                    Ok(Err(error)) => return done(Err(CallError::Rpc(error))),
-                    Err(_) => return done(Err(CallError::Timeout { after: timeout, limit: None })),
+                    Some(Err(error)) => return done(Err(CallError::Rpc(error))),
+                    None => return done(Err(CallError::Timeout { after: timeout, limit: None })),
                 }
             }
             if aborted.load(std::sync::atomic::Ordering::SeqCst) {
@@ -252,18 +269,21 @@ impl Session {
                 engine.cancel(retry.id, "cancelled");
             }
             loop {
-                match retry.updates().recv() {
-                    Ok(CallUpdate::Done(result)) => return done(result),
-                    Ok(update) => {
-                        let _ = updates_tx.send(update);
-                    }
-                    Err(_) => return done(Err(CallError::Cancelled("nod is shutting down".into()))),
+                select! {
+                    recv(retry.updates()) -> update => match update {
+                        Ok(CallUpdate::Done(result)) => return done(result),
+                        Ok(update) => {
+                            let _ = updates_tx.send(update);
+                        }
+                        Err(_) => return done(Err(CallError::Cancelled("nod is shutting down".into()))),
+                    },
+                    recv(stop) -> _ => return,
                 }
             }
         });
-        if spawned.is_err() {
-            return invalid("could not be answered (no thread)");
-        }
+        let Ok(thread) = spawned else { return invalid("could not be answered (no thread)") };
+        // The previous round's thread has ended (its answer brought this round): joined here.
+        call.input = Some(InputRound { _stop: stop_tx, _thread: JoinOnDrop::new(thread) });
         call.pending = PendingCall::relayed(call.pending.id, updates_rx);
         None
     }
