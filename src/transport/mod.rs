@@ -17,9 +17,6 @@
 
 pub mod child;
 pub mod http;
-mod http_request;
-mod http_stream;
-mod legacy_sse;
 pub mod memory;
 pub mod stdio;
 

@@ -8,22 +8,14 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::http::{Shared, StreamKey, lock};
-use super::{NotifyKind, RequestMeta, TransportError};
-use crate::mcp::Version;
-use super::http_stream::{start_get_stream, stream};
-use super::legacy_sse::{legacy_send, start_legacy};
+use super::legacy::{legacy_send, start_legacy};
+use super::shared::{Post, Shared, StreamKey, lock, net_error};
+use super::stream::{start_get_stream, stream};
 use crate::jsonrpc::frame::MAX_FRAME;
 use crate::jsonrpc::{self, Message};
+use crate::mcp::Version;
 use crate::net::{self, Method, NetError, Response, sse};
-
-/// Work for the poster thread.
-pub(super) enum Post {
-    /// A notification or an answer to the server, `seq` in the order of `Order`.
-    Notify { seq: u64, frame: Vec<u8>, kind: NotifyKind },
-    /// Legacy mode: every message is a POST to the announced endpoint.
-    Legacy { id: Option<u64>, frame: Vec<u8> },
-}
+use crate::transport::{NotifyKind, RequestMeta, TransportError};
 
 /// How long the first request after `notifications/initialized` waits for the GET stream:
 /// a server may send what a request triggers on the GET stream only, and drops it when that
@@ -79,15 +71,6 @@ fn post(
             None => req.send(body),
         }
     })
-}
-
-pub(super) fn net_error(err: NetError) -> TransportError {
-    match err {
-        NetError::Redirect(why) => TransportError::Redirect(why),
-        NetError::Timeout => TransportError::Timeout,
-        NetError::HostNotFound => TransportError::Io("host not found".into()),
-        NetError::Io(why) => TransportError::Io(why),
-    }
 }
 
 fn challenge(resp: &Response) -> String {

@@ -1,19 +1,6 @@
-//! Remote servers: Streamable HTTP (2025-03-26 and later) and legacy HTTP+SSE (2024-11-05),
-//! through ureq with rustls.
-//!
-//! The worker thread (`nod-http:<server>`) owns every thread of the connection:
-//! - each request gets a thread (`http_request`), since its answer may be a long event
-//!   stream, and an agent of its own, so `CancelStream` can close that stream at once
-//!   (`ureq::Agent::shutdown`); agents of finished requests are kept for reuse;
-//! - notifications and answers to the server are POSTed in order by one poster thread, and a
-//!   request waits until the notifications queued before it were sent (`initialized` comes
-//!   before the first list);
-//! - the standalone GET stream and the legacy event stream (`http_stream`, `legacy_sse`)
-//!   have a thread each.
-//!
-//! `Close` shuts down every agent, ends the session (DELETE), and waits (bounded) for the
-//! threads. A 404 to a request that carried a session id is reported as `SessionExpired`;
-//! the session layer starts a new session and replays the request.
+//! What the threads of one HTTP connection share: the server's session, the agents of open
+//! streams (so any stream can be closed at once), the order of notifications before
+//! requests, the poster's queue and the threads the worker owns and joins.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,45 +10,21 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::http_request::{Post, poster, request};
-use super::legacy_sse::start_legacy;
-use super::{Credentials, Link, NotifyKind, Outbound, Outlet, RequestMeta, TransportError, WorkerHandle};
+use super::HttpSpec;
 use crate::jsonrpc::Message;
 use crate::mcp::Version;
-use crate::util::JoinOnDrop;
+use crate::net::NetError;
+use crate::transport::{Credentials, Link, NotifyKind, TransportError};
 
-/// What to connect to. `headers` are final: header_env and bearer tokens already resolved.
-#[derive(Clone)]
-pub struct HttpSpec {
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    /// `type: "sse"`: the legacy 2024-11-05 transport from the start.
-    pub legacy: bool,
-    /// The bound on one notification or response POST (they are answered at once): the
-    /// server's operation timeout, at most 10 s.
-    pub message_timeout: Duration,
-    /// Credentials for servers that need them (OAuth).
-    pub credentials: Option<Arc<dyn Credentials>>,
-}
-
-/// The longest a notification or response POST may take: they are answered at once (202).
-pub const MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long `Close` waits for the connection's threads before leaving the rest to end on
-/// their own (a connect in progress cannot be interrupted; it ends within its timeout).
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Idle agents kept for reuse (each keeps its connection alive).
 const IDLE_AGENTS: usize = 8;
 
-pub fn spawn(link: Link, spec: HttpSpec) -> Result<WorkerHandle, TransportError> {
-    let name = link.name.clone();
-    let legacy = spec.legacy;
-    let shared = Arc::new(Shared::new(link, spec));
-    let (outbox, inbox) = crossbeam_channel::unbounded();
-    let thread = std::thread::Builder::new()
-        .name(format!("nod-http:{name}"))
-        .spawn(move || run(shared, inbox, legacy))
-        .map_err(|e| TransportError::Io(e.to_string()))?;
-    Ok(WorkerHandle::new(Outlet::new(outbox, None), JoinOnDrop::new(thread)))
+/// Work for the poster thread.
+pub(super) enum Post {
+    /// A notification or an answer to the server, `seq` in the order of `Order`.
+    Notify { seq: u64, frame: Vec<u8>, kind: NotifyKind },
+    /// Legacy mode: every message is a POST to the announced endpoint.
+    Legacy { id: Option<u64>, frame: Vec<u8> },
 }
 
 /// What a stream's agent is registered under, so it can be shut down.
@@ -98,15 +61,15 @@ pub(super) struct Shared {
     /// The status of the initialize POST that made an http entry fall back to legacy SSE.
     pub fallback_from: std::sync::atomic::AtomicU16,
     idle: Mutex<Vec<ureq::Agent>>,
-    active: Mutex<HashMap<StreamKey, ureq::Agent>>,
+    pub active: Mutex<HashMap<StreamKey, ureq::Agent>>,
     cancelled: Mutex<HashSet<StreamKey>>,
-    wakeup: Condvar,
+    pub wakeup: Condvar,
     pub order: Order,
     /// The poster thread's queue; taken at close.
-    posts: Mutex<Option<Sender<Post>>>,
+    pub posts: Mutex<Option<Sender<Post>>>,
     /// Disconnects when the poster thread has sent everything and ended.
-    poster_done: Mutex<Option<Receiver<()>>>,
-    threads: Threads,
+    pub poster_done: Mutex<Option<Receiver<()>>>,
+    pub threads: Threads,
 }
 
 pub(super) struct Legacy {
@@ -120,7 +83,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn new(link: Link, spec: HttpSpec) -> Shared {
+    pub fn new(link: Link, spec: HttpSpec) -> Shared {
         Shared {
             link,
             url: spec.url,
@@ -324,7 +287,7 @@ impl Order {
 }
 
 #[derive(Default)]
-struct Threads {
+pub(super) struct Threads {
     handles: Mutex<Vec<JoinHandle<()>>>,
     running: Mutex<usize>,
     ended: Condvar,
@@ -342,7 +305,7 @@ impl Threads {
     }
 
     /// Joins the threads that have ended.
-    fn reap(&self) {
+    pub fn reap(&self) {
         let mut handles = lock(&self.handles);
         let (done, live): (Vec<_>, Vec<_>) = handles.drain(..).partition(JoinHandle::is_finished);
         *handles = live;
@@ -353,7 +316,7 @@ impl Threads {
     }
 
     /// Waits until every thread has ended, or `limit` passed; joins those that ended.
-    fn wait_all(&self, limit: Duration) -> usize {
+    pub fn wait_all(&self, limit: Duration) -> usize {
         let deadline = Instant::now() + limit;
         let mut running = lock(&self.running);
         while *running > 0 {
@@ -378,74 +341,11 @@ impl Drop for ThreadDone<'_> {
     }
 }
 
-fn run(shared: Arc<Shared>, inbox: Receiver<Outbound>, legacy: bool) {
-    let (posts, post_inbox) = crossbeam_channel::unbounded::<Post>();
-    let (done, poster_done) = crossbeam_channel::bounded::<()>(0);
-    *lock(&shared.posts) = Some(posts);
-    *lock(&shared.poster_done) = Some(poster_done);
-    shared.spawn_thread(move |shared| {
-        let _done = done;
-        poster(shared, post_inbox);
-    });
-    if legacy {
-        start_legacy(&shared, &shared.url.clone());
+pub(super) fn net_error(err: NetError) -> TransportError {
+    match err {
+        NetError::Redirect(why) => TransportError::Redirect(why),
+        NetError::Timeout => TransportError::Timeout,
+        NetError::HostNotFound => TransportError::Io("host not found".into()),
+        NetError::Io(why) => TransportError::Io(why),
     }
-    while let Ok(out) = inbox.recv() {
-        match out {
-            Outbound::Request { id, frame, meta } => send_request(&shared, id, frame, meta),
-            // 2026-07-28 over HTTP: closing the response stream is the cancellation.
-            Outbound::Notify { kind: NotifyKind::Cancelled { revision: Some(revision) }, .. }
-                if revision.is_modern() => {}
-            Outbound::Notify { frame, kind } => {
-                let seq = shared.order.queue();
-                shared.post(Post::Notify { seq, frame, kind });
-            }
-            Outbound::CancelStream(id) => shared.cancel(StreamKey::Request(id)),
-            Outbound::Close => break,
-        }
-        shared.threads.reap();
-    }
-    close(&shared);
-}
-
-fn send_request(shared: &Arc<Shared>, id: u64, frame: Vec<u8>, meta: RequestMeta) {
-    if lock(&shared.legacy).is_some() {
-        shared.post(Post::Legacy { id: Some(id), frame });
-        return;
-    }
-    let after = shared.order.queued();
-    shared.spawn_thread(move |shared| {
-        if !meta.is_initialize() {
-            shared.order.wait_sent(after, shared.message_timeout);
-        }
-        request(shared, id, &meta, &frame);
-        shared.checkin(StreamKey::Request(id));
-    });
-}
-
-fn close(shared: &Arc<Shared>) {
-    // What was queued before the close (a final notifications/cancelled) goes out first,
-    // within a bound: the poster ends once its queue is empty.
-    lock(&shared.posts).take();
-    if let Some(done) = lock(&shared.poster_done).take() {
-        let _ = done.recv_timeout(CLOSE_WAIT);
-    }
-    shared.closed.store(true, Ordering::SeqCst);
-    let agents: Vec<ureq::Agent> = lock(&shared.active).drain().map(|(_, agent)| agent).collect();
-    for agent in agents {
-        agent.shutdown();
-    }
-    shared.wakeup.notify_all();
-    shared.order.mark_sent(u64::MAX);
-    let session = lock(&shared.session).id.clone();
-    if let Some(session) = session {
-        // Ending the session is a courtesy: a server that does not allow it answers 405.
-        let agent = crate::net::agent(Some(Duration::from_secs(2)));
-        let _ = shared.with_headers(agent.delete(&shared.url), Some(&session)).call();
-    }
-    let left = shared.threads.wait_all(CLOSE_WAIT);
-    if left > 0 {
-        log::debug!("server {}: {left} connection thread(s) still connecting; they end on their own", shared.name());
-    }
-    shared.report_closed(TransportError::ClosedByClient);
 }
