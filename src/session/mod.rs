@@ -100,8 +100,9 @@ pub struct Call {
     current: Arc<Mutex<Option<crate::dispatch::CallId>>>,
     aborted: Arc<std::sync::atomic::AtomicBool>,
     admit: Option<Admit>,
-    /// 2026-07-28: the thread of the current round of input, stopped and joined with the call.
-    input: Option<modern::InputRound>,
+    /// 2026-07-28: the thread of the current round of input, stopped and joined with the call
+    /// (boxed: calls sit in enums beside small variants, and most never ask for input).
+    input: Option<Box<modern::InputRound>>,
 }
 
 impl Drop for Call {

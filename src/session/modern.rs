@@ -283,7 +283,7 @@ impl Session {
         });
         let Ok(thread) = spawned else { return invalid("could not be answered (no thread)") };
         // The previous round's thread has ended (its answer brought this round): joined here.
-        call.input = Some(InputRound { _stop: stop_tx, _thread: JoinOnDrop::new(thread) });
+        call.input = Some(Box::new(InputRound { _stop: stop_tx, _thread: JoinOnDrop::new(thread) }));
         call.pending = PendingCall::relayed(call.pending.id, updates_rx);
         None
     }
