@@ -448,7 +448,12 @@ fn a_dropped_call_joins_the_thread_of_its_input_round() {
     }
     asked.recv_timeout(wait).expect("the question reached the handler");
     let round = format!("nod-input:{SERVER}");
-    assert!(thread_names().contains(&round), "{:?}", thread_names());
+    // A new thread names itself once it runs.
+    let named = std::time::Instant::now() + wait;
+    while !thread_names().contains(&round) {
+        assert!(std::time::Instant::now() < named, "no thread {round}: {:?}", thread_names());
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let dropped = std::time::Instant::now();
     drop(call);
     assert!(dropped.elapsed() < Duration::from_secs(2), "the drop waited {:?}", dropped.elapsed());
