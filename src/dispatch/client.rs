@@ -14,8 +14,7 @@ use serde_json::Value;
 use super::pending::{NewCall, Refused, Registry};
 use super::{CallError, CallId, CallUpdate, Command, ConnShared, Dispatcher, GroupId, InboundHandler, ProgressPolicy};
 use crate::jsonrpc;
-use crate::mcp::Version;
-use crate::transport::{ConnId, Link, Report, WorkerHandle};
+use crate::transport::{ConnId, Link, NotifyKind, Outbound, Report, RequestMeta, WorkerHandle};
 use crate::util::JoinOnDrop;
 
 /// Bound on the worker → dispatcher queue: a noisy server waits rather than growing memory.
@@ -115,6 +114,8 @@ pub struct Request<'a> {
     pub timeout: Duration,
     pub progress: Option<ProgressPolicy>,
     pub group: Option<GroupId>,
+    /// What the request is, for the worker (its method is `method`).
+    pub meta: RequestMeta,
 }
 
 impl Default for Engine {
@@ -169,9 +170,9 @@ impl Engine {
     /// worker reports through.
     pub fn register(&self, name: &str, handler: Arc<dyn InboundHandler>) -> (ConnId, Arc<ConnShared>, Link) {
         let conn = ConnId(self.inner.next_conn.fetch_add(1, Ordering::Relaxed));
-        let shared = Arc::new(ConnShared::default());
-        self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
         let link = Link::new(conn, name, self.inner.reports.clone(), self.inner.registry.clone());
+        let shared = Arc::new(ConnShared { revision: link.revision().clone(), ..ConnShared::default() });
+        self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
         (conn, shared, link)
     }
 
@@ -181,14 +182,10 @@ impl Engine {
         self.send(Command::Attach { conn, worker });
     }
 
-    pub fn set_version(&self, conn: ConnId, version: Version) {
-        self.send(Command::SetVersion { conn, version });
-    }
-
-    /// Sends a notification (or any frame that expects no answer).
-    pub fn notify(&self, shared: &ConnShared, frame: Vec<u8>) {
+    /// Sends a notification (or any frame that expects no answer) of `kind`.
+    pub fn notify(&self, shared: &ConnShared, frame: Vec<u8>, kind: NotifyKind) {
         if let Some(outlet) = shared.outlet.get() {
-            outlet.send(crate::transport::Outbound::Notify(frame));
+            outlet.send(Outbound::Notify { frame, kind });
         }
     }
 
@@ -224,7 +221,7 @@ impl Engine {
             id,
             conn,
             wire_id,
-            method: req.method,
+            meta: req.meta,
             timeout: req.timeout,
             progress: req.progress.map(|p| (p.token, p.cap)),
             group: req.group,
@@ -276,7 +273,7 @@ impl Engine {
         if let Some(workers) = self.reply(&rx) {
             // Close all first, then join: the connections end in parallel.
             for worker in &workers {
-                worker.send(crate::transport::Outbound::Close);
+                worker.send(Outbound::Close);
             }
             workers.into_iter().for_each(WorkerHandle::join);
         }

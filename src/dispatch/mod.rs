@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 use crate::jsonrpc::{self, Message, ResponseError};
 use crate::mcp::{Version, method};
-use crate::transport::{ConnId, Outbound, Outlet, Report, TransportError, WorkerHandle};
+use crate::transport::{ConnId, NotifyKind, Outbound, Outlet, Report, Revision, TransportError, WorkerHandle};
 use pending::{Entry, Registry};
 
 /// One front-end call; not the wire id.
@@ -59,10 +59,6 @@ pub(crate) enum Command {
     Attach {
         conn: ConnId,
         worker: WorkerHandle,
-    },
-    SetVersion {
-        conn: ConnId,
-        version: Version,
     },
     Cancel {
         call: CallId,
@@ -215,6 +211,8 @@ pub struct ConnShared {
     pub prompts_epoch: AtomicU64,
     /// Set once when the connection ends: why.
     pub closed: OnceLock<Arc<TransportError>>,
+    /// The negotiated revision: the session sets it; the worker's `Link` holds the same.
+    pub revision: Revision,
     next_wire: AtomicU64,
     outlet: OnceLock<Outlet>,
 }
@@ -232,7 +230,6 @@ struct Conn {
     worker: Option<WorkerHandle>,
     /// Frames written before the worker was attached.
     queued: Vec<Outbound>,
-    version: Option<Version>,
     closed: Option<Arc<TransportError>>,
     log_window: (Instant, u32),
 }
@@ -248,11 +245,11 @@ impl Conn {
         }
     }
 
-    fn send_frame(&mut self, frame: Vec<u8>) {
+    fn send_frame(&mut self, frame: Vec<u8>, kind: NotifyKind) {
         if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
             log::trace!(target: "nod::wire", "> {} {}", self.name, String::from_utf8_lossy(&frame).trim_end());
         }
-        self.send(Outbound::Notify(frame));
+        self.send(Outbound::Notify { frame, kind });
     }
 }
 
@@ -329,7 +326,6 @@ impl Dispatcher {
                     shared,
                     worker: None,
                     queued: Vec::new(),
-                    version: None,
                     closed: None,
                     log_window: (Instant::now(), 0),
                 };
@@ -344,11 +340,6 @@ impl Dispatcher {
                 }
                 None => worker.send(Outbound::Close),
             },
-            Command::SetVersion { conn, version } => {
-                if let Some(state) = self.conns.get_mut(&conn) {
-                    state.version = Some(version);
-                }
-            }
             Command::Cancel { call, reason } => {
                 let entry = self.registry.lock().remove(call);
                 if let Some(entry) = entry {
@@ -374,7 +365,7 @@ impl Dispatcher {
                     return;
                 }
                 if let Some(state) = self.conns.get_mut(&conn) {
-                    state.send_frame(jsonrpc::encode_response(&id, &result));
+                    state.send_frame(jsonrpc::encode_response(&id, &result), NotifyKind::Other);
                 }
             }
             Command::Detach { conn, done } => {
@@ -401,28 +392,29 @@ impl Dispatcher {
 
     /// A call ended by cancellation (or its deadline): the server hears of it, the caller too.
     fn finish_cancelled(&mut self, entry: Entry, reason: &str) {
-        self.send_cancel(entry.conn, entry.wire_id, entry.method, reason);
+        self.send_cancel(&entry, reason);
         let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Cancelled(reason.to_string()))));
     }
 
-    fn send_cancel(&mut self, conn: ConnId, wire_id: u64, method_name: &str, reason: &str) {
-        let Some(state) = self.conns.get_mut(&conn) else { return };
+    fn send_cancel(&mut self, entry: &Entry, reason: &str) {
+        let Some(state) = self.conns.get_mut(&entry.conn) else { return };
         // The stream (HTTP) is closed at once; a dropped stream is not a cancellation in
         // the 2025 revisions, so the notification goes too.
-        state.send(Outbound::CancelStream(wire_id));
+        state.send(Outbound::CancelStream(entry.wire_id));
         // The spec forbids cancelling initialize (CAN-2).
-        if method_name == method::INITIALIZE {
+        if entry.method == method::INITIALIZE {
             return;
         }
-        let params = json!({ "requestId": wire_id, "reason": reason });
-        state.send_frame(jsonrpc::encode_notification(method::CANCELLED, Some(&params)));
+        let params = json!({ "requestId": entry.wire_id, "reason": reason });
+        let kind = NotifyKind::Cancelled { revision: entry.revision };
+        state.send_frame(jsonrpc::encode_notification(method::CANCELLED, Some(&params)), kind);
     }
 
     fn expire(&mut self, now: Instant) {
         loop {
             let Some(entry) = self.registry.lock().pop_expired(now) else { break };
             log::debug!("request {} ({}) timed out", entry.wire_id, entry.method);
-            self.send_cancel(entry.conn, entry.wire_id, entry.method, "timeout");
+            self.send_cancel(&entry, "timeout");
             let waited = now.saturating_duration_since(entry.started);
             let _ = entry.reply.send(CallUpdate::Done(Err(CallError::Timeout { after: waited, limit: None })));
         }
@@ -432,7 +424,7 @@ impl Dispatcher {
         let Some(state) = self.conns.get(&conn) else {
             return;
         };
-        if batch && !state.version.is_some_and(Version::allows_batches) {
+        if batch && !state.shared.revision.get().is_some_and(Version::allows_batches) {
             log::warn!(
                 "server {} sent a JSON-RPC batch, which its protocol version does not allow; ignored",
                 state.name
@@ -447,7 +439,7 @@ impl Dispatcher {
                     if let Some(state) = self.conns.get_mut(&conn) {
                         log::debug!("server {} sent an invalid request ({why}); answered -32600", state.name);
                         let error = ResponseError::new(jsonrpc::INVALID_REQUEST, format!("invalid request: {why}"));
-                        state.send_frame(jsonrpc::encode_response(&id, &Err(error)));
+                        state.send_frame(jsonrpc::encode_response(&id, &Err(error)), NotifyKind::Other);
                     }
                 }
                 Message::Notification { method, params } => self.notification(conn, &method, params),
@@ -489,13 +481,14 @@ impl Dispatcher {
             return;
         };
         if method_name == method::PING {
-            state.send_frame(jsonrpc::encode_response(&id, &Ok(json!({}))));
+            state.send_frame(jsonrpc::encode_response(&id, &Ok(json!({}))), NotifyKind::Other);
             return;
         }
         let cancelled = Arc::new(AtomicBool::new(false));
         self.inbound.insert((conn, id.to_string()), cancelled.clone());
         let responder = Responder::new(self.commands.clone(), conn, id, cancelled);
-        let req = ServerRequest { server: state.name.clone(), version: state.version, method: method_name, params };
+        let version = state.shared.revision.get();
+        let req = ServerRequest { server: state.name.clone(), version, method: method_name, params };
         state.handler.request(req, responder);
     }
 

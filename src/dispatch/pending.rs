@@ -16,12 +16,15 @@ use serde_json::Value;
 
 use super::{CallError, CallId, CallUpdate, GroupId, Progress};
 use crate::jsonrpc::ResponseError;
-use crate::transport::{ConnId, Outbound, Outlet, Router, TransportError};
+use crate::mcp::Version;
+use crate::transport::{ConnId, Outbound, Outlet, RequestMeta, Router, TransportError};
 
 pub(crate) struct Entry {
     pub conn: ConnId,
     pub wire_id: u64,
     pub method: &'static str,
+    /// The revision the request was sent at: a cancellation says it to the worker.
+    pub revision: Option<Version>,
     pub reply: Sender<CallUpdate>,
     pub started: Instant,
     pub group: Option<GroupId>,
@@ -35,7 +38,8 @@ pub(crate) struct NewCall {
     pub id: CallId,
     pub conn: ConnId,
     pub wire_id: u64,
-    pub method: &'static str,
+    /// What the request is, for the worker.
+    pub meta: RequestMeta,
     pub timeout: Duration,
     pub progress: Option<(Value, Duration)>,
     pub group: Option<GroupId>,
@@ -94,7 +98,8 @@ impl Registry {
         let entry = Entry {
             conn: call.conn,
             wire_id,
-            method: call.method,
+            method: call.meta.method,
+            revision: call.meta.revision,
             reply: call.reply,
             started: now,
             group: call.group,
@@ -103,7 +108,7 @@ impl Registry {
             progress,
         };
         table.calls.insert(call.id, entry);
-        outlet.send(Outbound::Request { id: wire_id, frame });
+        outlet.send(Outbound::Request { id: wire_id, frame, meta: call.meta });
         let wake = table.armed.is_none_or(|armed| deadline < armed);
         if wake {
             table.armed = Some(deadline);

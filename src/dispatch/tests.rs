@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{CallError, CallUpdate, ConnShared, Engine, GroupId, NoInbound, PendingCall, ProgressPolicy, Request};
 use crate::mcp::{Version, method};
 use crate::transport::memory::{self, Peer, Seen};
-use crate::transport::{ConnId, TransportError};
+use crate::transport::{ConnId, RequestMeta, TransportError};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -34,7 +34,8 @@ fn connect_with(handler: Arc<dyn super::InboundHandler>) -> Conn {
 
 impl Conn {
     fn call(&self, method_name: &'static str, timeout: Duration, group: Option<GroupId>) -> PendingCall {
-        let req = Request { method: method_name, params: Some("{}"), timeout, progress: None, group };
+        let meta = RequestMeta::new(method_name, None);
+        let req = Request { method: method_name, params: Some("{}"), timeout, progress: None, group, meta };
         self.engine.start_call(self.conn, &self.shared, req)
     }
 
@@ -138,6 +139,7 @@ fn progress_extends_the_deadline_up_to_its_cap() {
         timeout: Duration::from_millis(400),
         progress: Some(ProgressPolicy { token: token.clone(), cap: Duration::from_millis(1200) }),
         group: None,
+        meta: RequestMeta::new(method::TOOLS_CALL, None),
     };
     let started = Instant::now();
     let pending = c.engine.start_call(c.conn, &c.shared, req);
@@ -215,7 +217,7 @@ fn batches_count_only_on_2025_03_26() {
     let batch = json!([{ "jsonrpc": "2.0", "id": id, "result": { "batched": true } }]);
     c.peer.send(&batch);
     assert!(pending.updates().recv_timeout(Duration::from_millis(200)).is_err(), "a batch is ignored on 2025-11-25");
-    c.engine.set_version(c.conn, Version::V2025_03_26);
+    c.shared.revision.set(Some(Version::V2025_03_26));
     c.peer.send(&batch);
     assert_eq!(outcome(&pending).unwrap(), json!({ "batched": true }));
 }

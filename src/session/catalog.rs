@@ -102,6 +102,15 @@ pub fn requires_task(tool: &Value) -> bool {
     tool.get("execution").and_then(|e| e.get("taskSupport")).and_then(Value::as_str) == Some("required")
 }
 
+/// The `x-mcp-header` markings of tool `name` in the latest tools listing (SEP-2243): none
+/// when the tool has none or was never listed.
+pub(crate) fn markings(session: &Session, name: &str) -> Vec<(String, String)> {
+    let Ok(cache) = session.cache().lock() else { return Vec::new() };
+    let listing = cache.entries.iter().find(|(kind, ..)| *kind == Kind::Tools).map(|(.., listing)| listing);
+    let tool = listing.and_then(|listing| listing.find(name));
+    tool.and_then(|tool| crate::mcp::headers::markings(tool).ok()).unwrap_or_default()
+}
+
 #[derive(Default)]
 pub(crate) struct Cache {
     /// (kind, the list_changed epoch it was fetched at, when it goes stale, the listing).

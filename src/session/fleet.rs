@@ -228,7 +228,7 @@ impl Health {
 /// bounded by `deadline`); failed when a listing fails.
 pub fn check(session: &Session, deadline: Instant, health: &mut Health) {
     let listed = (|| -> anyhow::Result<()> {
-        health.version = Some(session.version.to_string());
+        health.version = Some(session.version().to_string());
         health.server_name = info(session, "name");
         health.server_version = info(session, "version");
         for kind in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts] {

@@ -32,7 +32,7 @@ use crate::jsonrpc;
 use crate::mcp::{Version, method};
 use crate::oauth::Browser;
 use crate::transport::http::{self, HttpSpec};
-use crate::transport::{ConnId, TransportError, child::Spawn, stdio};
+use crate::transport::{ConnId, NotifyKind, TransportError, child::Spawn, stdio};
 
 /// How far progress notifications may stretch one tool call: this many operation timeouts.
 pub const PROGRESS_CAP_FACTOR: u32 = 10;
@@ -56,7 +56,6 @@ pub struct Session {
     engine: Engine,
     pub conn: ConnId,
     pub name: String,
-    pub version: Version,
     pub capabilities: Value,
     pub server_info: Value,
     pub instructions: Option<String>,
@@ -88,8 +87,9 @@ pub type Admit = Arc<dyn Fn() -> Result<(), crate::dispatch::Refusal> + Send + S
 pub struct Call {
     pending: PendingCall,
     method: &'static str,
-    /// Kept for a replay (remote servers only).
-    params: Option<String>,
+    /// Kept for a replay (remote servers) or a retry with input (2026-07-28), `_meta`
+    /// included.
+    params: Option<Value>,
     timeout: Duration,
     progress: Option<Value>,
     group: Option<GroupId>,
@@ -100,6 +100,9 @@ pub struct Call {
     current: Arc<Mutex<Option<crate::dispatch::CallId>>>,
     aborted: Arc<std::sync::atomic::AtomicBool>,
     admit: Option<Admit>,
+    /// 2026-07-28: the thread of the current round of input, stopped and joined with the call
+    /// (boxed: calls sit in enums beside small variants, and most never ask for input).
+    input: Option<Box<modern::InputRound>>,
 }
 
 impl Drop for Call {
@@ -114,7 +117,7 @@ impl Call {
     fn new(
         pending: PendingCall,
         method: &'static str,
-        params: Option<String>,
+        params: Option<Value>,
         timeout: Duration,
         progress: Option<Value>,
         group: Option<GroupId>,
@@ -132,6 +135,7 @@ impl Call {
             current: Arc::default(),
             aborted: Arc::default(),
             admit: None,
+            input: None,
         }
     }
 
@@ -253,7 +257,6 @@ impl Session {
             engine: engine.clone(),
             conn,
             name: config.name.clone(),
-            version: Version::LATEST,
             capabilities: Value::Null,
             server_info: Value::Null,
             instructions: None,
@@ -273,13 +276,21 @@ impl Session {
         self.remote
     }
 
+    /// The revision the session speaks: the connection's one record of it (the dispatcher
+    /// and the worker read the same); the latest initialize-era one until negotiated.
+    pub fn version(&self) -> Version {
+        self.shared.revision.get().unwrap_or(Version::LATEST)
+    }
+
     /// Whether the session speaks the stateless revision.
     pub fn is_modern(&self) -> bool {
-        self.version.is_modern()
+        self.version().is_modern()
     }
 
     fn initialize(&mut self, deadline: Instant, first: Version) -> anyhow::Result<()> {
-        self.version = Version::LATEST;
+        // Nothing is negotiated while the handshake runs: initialize carries no
+        // MCP-Protocol-Version header.
+        self.shared.revision.set(None);
         let mut offer = first;
         let mut named = false;
         let result = loop {
@@ -297,12 +308,12 @@ impl Session {
             }
         };
         let version = answered_version(&result)?;
-        self.version = version;
         self.capabilities = result.get("capabilities").cloned().unwrap_or_else(|| json!({}));
         self.server_info = result.get("serverInfo").cloned().unwrap_or(Value::Null);
         self.instructions =
             result.get("instructions").and_then(Value::as_str).map(|text| truncate(text, INSTRUCTIONS_BYTES));
-        self.engine.set_version(self.conn, version);
+        // Before `initialized`, which carries it over HTTP.
+        self.shared.revision.set(Some(version));
         self.notify(method::INITIALIZED, None);
         Ok(())
     }
@@ -314,14 +325,7 @@ impl Session {
             "capabilities": self.client_capabilities,
             "clientInfo": { "name": "nod", "version": env!("CARGO_PKG_VERSION") },
         });
-        let req = Request {
-            method: method::INITIALIZE,
-            params: Some(&params.to_string()),
-            timeout,
-            progress: None,
-            group: None,
-        };
-        self.engine.start_call(self.conn, &self.shared, req).wait(|_| {})
+        self.send_request(method::INITIALIZE, Some(&params), timeout, None, None).wait(|_| {})
     }
 
     /// The server forgot the session that request generation `generation` used: start a new
@@ -331,8 +335,8 @@ impl Session {
         if *done > generation {
             return Ok(());
         }
-        let result = self.handshake(self.version, self.operation_timeout)?;
-        if answered_version(&result).ok() != Some(self.version) {
+        let result = self.handshake(self.version(), self.operation_timeout)?;
+        if answered_version(&result).ok() != Some(self.version()) {
             let why = "the server answered the new session with another protocol version".to_string();
             return Err(CallError::Transport(Arc::new(TransportError::BadAnswer(why))));
         }
@@ -347,7 +351,8 @@ impl Session {
     }
 
     pub fn notify(&self, method_name: &str, params: Option<&Value>) {
-        self.engine.notify(&self.shared, jsonrpc::encode_notification(method_name, params));
+        let frame = jsonrpc::encode_notification(method_name, params);
+        self.engine.notify(&self.shared, frame, NotifyKind::of(method_name));
     }
 
     /// A request with the server's operation timeout.
@@ -361,15 +366,15 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        let call = self.start(method_name, params.map(|p| p.to_string()), timeout, None);
+        let call = self.start(method_name, params, timeout, None);
         self.wait(call, |_| {})
     }
 
-    /// Starts a request without waiting. `params` is serialized JSON.
+    /// Starts a request without waiting.
     pub fn start(
         &self,
         method_name: &'static str,
-        params: Option<String>,
+        params: Option<Value>,
         timeout: Duration,
         group: Option<GroupId>,
     ) -> Call {
@@ -408,7 +413,7 @@ impl Session {
             let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));
             return Call::new(pending, method_name, None, timeout, None, group, true);
         }
-        let mut call = self.launch(method_name, Some(params.to_string()), timeout, token, group);
+        let mut call = self.launch(method_name, Some(params), timeout, token, group);
         call.admit = admit;
         call
     }
@@ -416,22 +421,20 @@ impl Session {
     fn launch(
         &self,
         method_name: &'static str,
-        params: Option<String>,
+        params: Option<Value>,
         timeout: Duration,
         progress: Option<Value>,
         group: Option<GroupId>,
     ) -> Call {
         // 2026-07-28: every request says who sends it and at which revision.
-        let params = if self.version.is_modern() { self.with_meta(params) } else { params };
-        let policy = progress.clone().map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
-        let req = Request { method: method_name, params: params.as_deref(), timeout, progress: policy, group };
+        let params = if self.is_modern() { Some(self.with_meta(params)) } else { params };
         // A method the server never declared is not sent (LC-8).
         let pending = match envelope::capability(method_name).filter(|c| !self.has(c)) {
             Some(capability) => PendingCall::failed(self.engine.next_call(), CallError::NotOffered(capability)),
-            None => self.engine.start_call(self.conn, &self.shared, req),
+            None => self.send_request(method_name, params.as_ref(), timeout, progress.clone(), group),
         };
         // Kept for a replay on a new session (remote) or a retry with input (2026-07-28).
-        let params = if self.remote || self.version.is_modern() { params } else { None };
+        let params = if self.remote || self.is_modern() { params } else { None };
         Call::new(pending, method_name, params, timeout, progress, group, false)
     }
 
@@ -446,7 +449,7 @@ impl Session {
             // older server), an unknown one is not an answer nod can use.
             match value.get("resultType").and_then(Value::as_str) {
                 None | Some("complete") => {}
-                Some("input_required") if self.version.is_modern() => {
+                Some("input_required") if self.is_modern() => {
                     let asked = value.clone();
                     return self.give_input(call, &asked);
                 }
@@ -459,7 +462,7 @@ impl Session {
                 Err(why) => Err(CallError::Invalid { method: call.method, why }),
             });
         }
-        if self.version.is_modern()
+        if self.is_modern()
             && let Err(CallError::Rpc(error)) = &result
             && error.code == -32020
         {
@@ -476,18 +479,32 @@ impl Session {
             return Some(Err(err));
         }
         let params = call.params.clone();
-        self.resend(call, params.as_deref());
+        self.resend(call, params.as_ref());
         None
     }
 
     /// Sends `call`'s request once more, with a new id: after a new session, or a new
-    /// listing of the tools.
-    fn resend(&self, call: &mut Call, params: Option<&str>) {
-        let policy =
-            call.progress.clone().map(|token| ProgressPolicy { token, cap: call.timeout * PROGRESS_CAP_FACTOR });
-        let req = Request { method: call.method, params, timeout: call.timeout, progress: policy, group: call.group };
-        call.pending = self.engine.start_call(self.conn, &self.shared, req);
+    /// listing of the tools (which may change its headers).
+    fn resend(&self, call: &mut Call, params: Option<&Value>) {
+        call.pending = self.send_request(call.method, params, call.timeout, call.progress.clone(), call.group);
         call.replayed = true;
+    }
+
+    /// Hands one request to the engine, with what the worker is told about it; the params
+    /// are serialized here, once.
+    fn send_request(
+        &self,
+        method_name: &'static str,
+        params: Option<&Value>,
+        timeout: Duration,
+        progress: Option<Value>,
+        group: Option<GroupId>,
+    ) -> PendingCall {
+        let meta = self.request_meta(method_name, params);
+        let text = params.map(Value::to_string);
+        let progress = progress.map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
+        let req = Request { method: method_name, params: text.as_deref(), timeout, progress, group, meta };
+        self.engine.start_call(self.conn, &self.shared, req)
     }
 
     /// The configured limit a call ran out of. A call shorter than the operation timeout is

@@ -6,12 +6,14 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Sender, at, select};
 use serde_json::{Value, json};
 
 use super::{Call, CallError, CallUpdate, PROGRESS_CAP_FACTOR, PendingCall, ProgressPolicy, Request, Session};
+use crate::util::JoinOnDrop;
 use super::{INSTRUCTIONS_BYTES, catalog, initialize_error, truncate};
-use crate::mcp::{Version, method};
-use crate::transport::TransportError;
+use crate::mcp::{Version, headers, method};
+use crate::transport::{RequestMeta, TransportError};
 
 /// Rounds of input one 2026-07-28 request may ask for.
 pub(super) const MAX_INPUT_ROUNDS: u32 = 10;
@@ -19,6 +21,14 @@ pub(super) const MAX_INPUT_ROUNDS: u32 = 10;
 /// How long a stdio server has to answer the `server/discover` probe before nod takes it
 /// for an initialize-era server.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The thread of one round of input (`nod-input:<server>`), owned by its call: dropping the
+/// round (the call is dropped, or the next round starts) stops the thread and joins it.
+/// Field order is drop order: the stop signal goes before the join.
+pub(super) struct InputRound {
+    _stop: Sender<()>,
+    _thread: JoinOnDrop<()>,
+}
 
 /// What the probe says about a server.
 pub(super) enum Era {
@@ -52,8 +62,7 @@ impl Session {
     /// stdio server that exits needs a new process. 401/403, 5xx and network errors are not
     /// evidence of anything: they fail the connection. With `pinned`, only modern will do.
     pub(super) fn discover(&mut self, deadline: Instant, pinned: bool) -> anyhow::Result<Era> {
-        self.version = Version::MODERN;
-        self.engine.set_version(self.conn, Version::MODERN);
+        self.shared.revision.set(Some(Version::MODERN));
         let mut asked_again = false;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -121,21 +130,43 @@ impl Session {
 
     /// `params` with the 2026-07-28 `_meta` fields added (protocol version, client
     /// capabilities, client info), the other `_meta` fields (a progress token) kept.
-    pub(super) fn with_meta(&self, params: Option<String>) -> Option<String> {
-        let mut value = match params.as_deref().map(serde_json::from_str::<Value>) {
-            Some(Ok(Value::Object(map))) => Value::Object(map),
+    pub(super) fn with_meta(&self, params: Option<Value>) -> Value {
+        let mut value = match params {
+            Some(Value::Object(map)) => Value::Object(map),
             _ => json!({}),
         };
         let meta = value.as_object_mut().expect("an object").entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(crate::mcp::meta::PROTOCOL_VERSION.into(), json!(self.version.as_str()));
+            meta.insert(crate::mcp::meta::PROTOCOL_VERSION.into(), json!(self.version().as_str()));
             meta.insert(crate::mcp::meta::CLIENT_CAPABILITIES.into(), self.client_capabilities.clone());
             meta.insert(
                 crate::mcp::meta::CLIENT_INFO.into(),
                 json!({ "name": "nod", "version": env!("CARGO_PKG_VERSION") }),
             );
         }
-        Some(value.to_string())
+        value
+    }
+
+    /// What the worker is told about a request: its method and revision and, for a
+    /// 2026-07-28 server over HTTP, the SEP-2243 header values: `Mcp-Name` (the tool or
+    /// prompt name, the resource URI) and the `Mcp-Param-*` headers that the tool's
+    /// `x-mcp-header` markings in the latest listing ask for.
+    pub(super) fn request_meta(&self, method_name: &'static str, params: Option<&Value>) -> RequestMeta {
+        let mut meta = RequestMeta::new(method_name, self.shared.revision.get());
+        let Some(params) = params.filter(|_| self.remote && meta.is_modern()) else { return meta };
+        let key = match method_name {
+            method::TOOLS_CALL | method::PROMPTS_GET => "name",
+            method::RESOURCES_READ => "uri",
+            _ => return meta,
+        };
+        let name = params.get(key).and_then(Value::as_str);
+        meta.name = name.map(headers::value);
+        if method_name == method::TOOLS_CALL
+            && let (Some(tool), Some(arguments)) = (name, params.get("arguments").and_then(Value::as_object))
+        {
+            meta.params = headers::params(&catalog::markings(self, tool), arguments);
+        }
+        meta
     }
 
     /// A 2026-07-28 `input_required` result (SEP-2322): each of its `inputRequests` goes to
@@ -143,7 +174,7 @@ impl Session {
     /// surfaces), and once every answer is in, the request is sent again with a new id, the
     /// answers as `inputResponses` and `requestState` exactly as given. The caller keeps
     /// waiting on `call.updates()`. At most `MAX_INPUT_ROUNDS` rounds, each within the
-    /// request's timeout.
+    /// request's timeout. The round runs on a thread that the call owns and joins.
     pub(super) fn give_input(&self, call: &mut Call, asked: &Value) -> Option<Result<Value, CallError>> {
         let invalid = |why: &'static str| Some(Err(CallError::Invalid { method: call.method, why }));
         if !matches!(call.method, method::TOOLS_CALL | method::PROMPTS_GET | method::RESOURCES_READ) {
@@ -161,9 +192,11 @@ impl Session {
         if requests.is_none() && state.is_none() {
             return invalid("asks for input without inputRequests or requestState");
         }
-        let Some(base) = call.params.as_deref().and_then(|p| serde_json::from_str::<Value>(p).ok()) else {
+        let Some(base) = call.params.clone() else {
             return invalid("asks for input on a request nod cannot send again");
         };
+        // The retry's name and arguments are the request's own: so are its headers.
+        let meta = self.request_meta(call.method, Some(&base));
         let mut waiting = Vec::new();
         for (key, request) in requests.into_iter().flatten() {
             let method_name = request.get("method").and_then(Value::as_str).unwrap_or("");
@@ -173,7 +206,7 @@ impl Session {
             let (tx, rx) = crossbeam_channel::bounded(1);
             let req = crate::dispatch::ServerRequest {
                 server: self.name.clone(),
-                version: Some(self.version),
+                version: Some(self.version()),
                 method: method_name.to_string(),
                 params: request.get("params").cloned().unwrap_or_else(|| json!({})),
             };
@@ -186,6 +219,8 @@ impl Session {
         let (method_name, timeout, group, progress) = (call.method, call.timeout, call.group, call.progress.clone());
         let (current, aborted, admit) = (call.current.clone(), call.aborted.clone(), call.admit.clone());
         let name = self.name.clone();
+        // Disconnects when the call drops the round: nobody waits for it any more.
+        let (stop_tx, stop) = crossbeam_channel::bounded::<()>(0);
         let spawned = std::thread::Builder::new().name(format!("nod-input:{name}")).spawn(move || {
             let done = |result: Result<Value, CallError>| {
                 let _ = updates_tx.send(CallUpdate::Done(result));
@@ -193,12 +228,17 @@ impl Session {
             let deadline = Instant::now() + timeout;
             let mut responses = serde_json::Map::new();
             for (key, rx) in waiting {
-                match rx.recv_deadline(deadline) {
-                    Ok(Ok(answer)) => {
+                let answer = select! {
+                    recv(rx) -> answer => answer.ok(),
+                    recv(at(deadline)) -> _ => None,
+                    recv(stop) -> _ => return,
+                };
+                match answer {
+                    Some(Ok(answer)) => {
                         responses.insert(key, answer);
                     }
-                    Ok(Err(error)) => return done(Err(CallError::Rpc(error))),
-                    Err(_) => return done(Err(CallError::Timeout { after: timeout, limit: None })),
+                    Some(Err(error)) => return done(Err(CallError::Rpc(error))),
+                    None => return done(Err(CallError::Timeout { after: timeout, limit: None })),
                 }
             }
             if aborted.load(std::sync::atomic::Ordering::SeqCst) {
@@ -222,33 +262,36 @@ impl Session {
             }
             let params = params.to_string();
             let policy = progress.map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
-            let req = Request { method: method_name, params: Some(&params), timeout, progress: policy, group };
+            let req = Request { method: method_name, params: Some(&params), timeout, progress: policy, group, meta };
             let retry = engine.start_call(conn, &shared, req);
             *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(retry.id);
             if aborted.load(std::sync::atomic::Ordering::SeqCst) {
                 engine.cancel(retry.id, "cancelled");
             }
             loop {
-                match retry.updates().recv() {
-                    Ok(CallUpdate::Done(result)) => return done(result),
-                    Ok(update) => {
-                        let _ = updates_tx.send(update);
-                    }
-                    Err(_) => return done(Err(CallError::Cancelled("nod is shutting down".into()))),
+                select! {
+                    recv(retry.updates()) -> update => match update {
+                        Ok(CallUpdate::Done(result)) => return done(result),
+                        Ok(update) => {
+                            let _ = updates_tx.send(update);
+                        }
+                        Err(_) => return done(Err(CallError::Cancelled("nod is shutting down".into()))),
+                    },
+                    recv(stop) -> _ => return,
                 }
             }
         });
-        if spawned.is_err() {
-            return invalid("could not be answered (no thread)");
-        }
+        let Ok(thread) = spawned else { return invalid("could not be answered (no thread)") };
+        // The previous round's thread has ended (its answer brought this round): joined here.
+        call.input = Some(Box::new(InputRound { _stop: stop_tx, _thread: JoinOnDrop::new(thread) }));
         call.pending = PendingCall::relayed(call.pending.id, updates_rx);
         None
     }
 
     /// 2026-07-28 over HTTP: -32020 says the headers do not match the body, which for a
     /// tool call means nod's x-mcp-header markings are out of date. The tools are listed
-    /// again (the worker learns the markings from the listing) and the call is sent once
-    /// more, after the caller's check; anything else keeps the error.
+    /// again (the call's headers come from the new listing's markings) and the call is sent
+    /// once more, after the caller's check; anything else keeps the error.
     pub(super) fn header_mismatch(
         &self,
         call: &mut Call,

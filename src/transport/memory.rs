@@ -37,7 +37,7 @@ pub fn spawn(link: Link) -> (WorkerHandle, Peer) {
             let cause = loop {
                 select! {
                     recv(inbox) -> out => match out {
-                        Ok(Outbound::Request { frame, .. } | Outbound::Notify(frame)) => {
+                        Ok(Outbound::Request { frame, .. } | Outbound::Notify { frame, .. }) => {
                             let value = serde_json::from_slice(&frame).unwrap_or(Value::Null);
                             let _ = seen_tx.send(Seen::Frame(value));
                         }

@@ -3,9 +3,10 @@
 //!
 //! - `spawn` returns a `WorkerHandle` that owns the worker's threads; dropping or closing it
 //!   joins them (bounded), so no thread of a connection outlives it.
-//! - The worker takes `Outbound` messages: `Request` (a request with its wire id), `Notify`
-//!   (a notification or a response to the server), `CancelStream` (stop waiting for one
-//!   answer: HTTP closes that request's stream at once) and `Close`.
+//! - The worker takes `Outbound` messages: `Request` (a request with its wire id and what
+//!   the session says it is), `Notify` (a notification or a response to the server, with its
+//!   kind), `CancelStream` (stop waiting for one answer: HTTP closes that request's stream at
+//!   once) and `Close`. A worker is told what it sends; it never reads its frames back.
 //! - It reports through its `Link`: answers to nod's requests go straight to the waiting
 //!   caller through the `Router`; everything else, a failed request and the end of the
 //!   connection (`Closed`, in every mode and exactly once) go to the dispatcher as `Report`s
@@ -16,19 +17,17 @@
 
 pub mod child;
 pub mod http;
-mod http_request;
-mod http_stream;
-mod legacy_sse;
 pub mod memory;
 pub mod stdio;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_channel::Sender;
 use serde_json::Value;
 
 use crate::jsonrpc::frame::FrameError;
 use crate::jsonrpc::{Message, ResponseError};
+use crate::mcp::{Version, method};
 use crate::util::JoinOnDrop;
 
 /// One server connection.
@@ -38,15 +37,66 @@ pub struct ConnId(pub u32);
 /// Dispatcher (or a caller) → worker.
 #[derive(Debug)]
 pub enum Outbound {
-    /// One request frame, newline included, with its wire id.
-    Request { id: u64, frame: Vec<u8> },
+    /// One request frame, newline included, with its wire id and what it is.
+    Request { id: u64, frame: Vec<u8>, meta: RequestMeta },
     /// A notification, or the answer to a server's request.
-    Notify(Vec<u8>),
+    Notify { frame: Vec<u8>, kind: NotifyKind },
     /// nod no longer wants the answer to request `id`: close its stream where it has one.
     CancelStream(u64),
     /// Shut down: for stdio close stdin, wait, SIGTERM, wait, SIGKILL, reap; for HTTP close
     /// every stream and end the session.
     Close,
+}
+
+/// What a request is, as the session that built it knows (SEP-2243 needs it in headers at
+/// 2026-07-28): set while its params were still a value, so no worker parses a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestMeta {
+    pub method: &'static str,
+    /// The revision the request is sent at (its `_meta` says the same at 2026-07-28); None
+    /// while none is negotiated (the first `initialize`).
+    pub revision: Option<Version>,
+    /// `Mcp-Name`, as a header value: the tool or prompt name, or the resource URI.
+    pub name: Option<String>,
+    /// `Mcp-Param-<Name>` headers of a tool call: the arguments its `x-mcp-header`
+    /// markings name, as header values.
+    pub params: Vec<(String, String)>,
+}
+
+impl RequestMeta {
+    /// A request with no SEP-2243 values (any but a 2026-07-28 tool call, prompt or read).
+    pub fn new(method_name: &'static str, revision: Option<Version>) -> RequestMeta {
+        RequestMeta { method: method_name, revision, name: None, params: Vec::new() }
+    }
+
+    pub fn is_initialize(&self) -> bool {
+        self.method == method::INITIALIZE
+    }
+
+    /// Sent at 2026-07-28: no session, and the SEP-2243 headers over HTTP.
+    pub fn is_modern(&self) -> bool {
+        self.revision.is_some_and(Version::is_modern)
+    }
+}
+
+/// What a notification is, for the workers that treat some apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifyKind {
+    /// `notifications/cancelled`, for a request sent at `revision`: at 2026-07-28 over HTTP
+    /// closing the request's stream is the cancellation, so it is not posted.
+    Cancelled { revision: Option<Version> },
+    /// `notifications/initialized`: over HTTP the standalone GET stream opens after it.
+    Initialized,
+    /// Any other notification, or an answer to a server's request.
+    Other,
+}
+
+impl NotifyKind {
+    /// The kind of a notification nod sends with `method_name` (never a cancellation: the
+    /// dispatcher sends those, knowing the request).
+    pub fn of(method_name: &str) -> NotifyKind {
+        if method_name == method::INITIALIZED { NotifyKind::Initialized } else { NotifyKind::Other }
+    }
 }
 
 /// Worker → dispatcher, on a bounded channel.
@@ -71,6 +121,23 @@ pub trait Router: Send + Sync {
     fn progress(&self, conn: ConnId, params: &Value);
 }
 
+/// The revision a connection speaks, held once: its session sets it (2026-07-28 for the
+/// `server/discover` probe, none during `initialize`, then the answer's), and the dispatcher
+/// (batches, server requests) and the worker (MCP-Protocol-Version outside requests) read
+/// it. Requests carry the revision they were built at in their `RequestMeta`.
+#[derive(Clone, Default, Debug)]
+pub struct Revision(Arc<Mutex<Option<Version>>>);
+
+impl Revision {
+    pub fn get(&self) -> Option<Version> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set(&self, revision: Option<Version>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = revision;
+    }
+}
+
 /// What a worker reports through.
 #[derive(Clone)]
 pub struct Link {
@@ -78,11 +145,17 @@ pub struct Link {
     pub name: String,
     reports: Sender<Report>,
     router: Arc<dyn Router>,
+    revision: Revision,
 }
 
 impl Link {
     pub fn new(conn: ConnId, name: &str, reports: Sender<Report>, router: Arc<dyn Router>) -> Link {
-        Link { conn, name: name.to_string(), reports, router }
+        Link { conn, name: name.to_string(), reports, router, revision: Revision::default() }
+    }
+
+    /// The connection's negotiated revision (its session sets it).
+    pub fn revision(&self) -> &Revision {
+        &self.revision
     }
 
     /// Hands decoded messages on: answers to their callers, the rest to the dispatcher.
@@ -286,7 +359,7 @@ impl Outlet {
     /// report carries the cause.
     pub fn send(&self, out: Outbound) {
         let out = match (out, &self.sink) {
-            (Outbound::Request { frame, .. } | Outbound::Notify(frame), Some(sink)) => {
+            (Outbound::Request { frame, .. } | Outbound::Notify { frame, .. }, Some(sink)) => {
                 return sink.send_frame(frame);
             }
             (out, _) => out,

@@ -218,7 +218,7 @@ impl Worker {
         loop {
             match self.inbox.try_recv() {
                 // Frames normally reach the writer directly; these came the long way.
-                Ok(Outbound::Request { frame, .. } | Outbound::Notify(frame)) => self.writer.queue(frame),
+                Ok(Outbound::Request { frame, .. } | Outbound::Notify { frame, .. }) => self.writer.queue(frame),
                 // A pipe has no per-request stream; notifications/cancelled is the signal.
                 Ok(Outbound::CancelStream(_)) => {}
                 Ok(Outbound::Close) | Err(crossbeam_channel::TryRecvError::Disconnected) => {

@@ -11,7 +11,10 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use nod::jsonrpc::{ResponseError, encode_notification, encode_request};
 use nod::transport::child::Spawn;
 use nod::transport::http::{self, HttpSpec};
-use nod::transport::{ConnId, Link, Outbound, Report, Router, TransportError, WorkerHandle, stdio};
+use nod::mcp::Version;
+use nod::transport::{
+    ConnId, Link, NotifyKind, Outbound, Report, RequestMeta, Router, TransportError, WorkerHandle, stdio,
+};
 use serde_json::{Value, json};
 
 use crate::http_fixture::{Fixture, Reply, event, init_result, result_msg, standard, text_result};
@@ -42,15 +45,25 @@ fn link() -> (Link, Probe) {
     (link, Probe { answers, reports })
 }
 
+fn spec(url: String, legacy: bool) -> HttpSpec {
+    HttpSpec { url, headers: vec![], legacy, message_timeout: Duration::from_secs(5), credentials: None }
+}
+
 fn initialize(id: u64) -> Outbound {
     let params =
         json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "nod", "version": "0" } });
-    Outbound::Request { id, frame: encode_request(id, "initialize", Some(&params.to_string())) }
+    let meta = RequestMeta::new("initialize", None);
+    Outbound::Request { id, frame: encode_request(id, "initialize", Some(&params.to_string())), meta }
+}
+
+fn initialized() -> Outbound {
+    Outbound::Notify { frame: encode_notification("notifications/initialized", None), kind: NotifyKind::Initialized }
 }
 
 fn call(id: u64, tool: &str) -> Outbound {
     let params = json!({ "name": tool, "arguments": { "message": "hi", "ms": 30000 } });
-    Outbound::Request { id, frame: encode_request(id, "tools/call", Some(&params.to_string())) }
+    let meta = RequestMeta::new("tools/call", Some(Version::V2025_11_25));
+    Outbound::Request { id, frame: encode_request(id, "tools/call", Some(&params.to_string())), meta }
 }
 
 impl Probe {
@@ -90,7 +103,7 @@ fn stdio_worker_keeps_the_contract() {
     let worker = stdio::spawn(link, Spawn { argv, env: vec![], cwd: None }).expect("spawn the fixture");
     worker.send(initialize(1));
     assert_eq!(probe.answer(1)["protocolVersion"], "2025-11-25");
-    worker.send(Outbound::Notify(encode_notification("notifications/initialized", None)));
+    worker.send(initialized());
     worker.send(call(2, "slow"));
     worker.send(Outbound::CancelStream(2));
     worker.send(call(3, "echo"));
@@ -109,17 +122,11 @@ fn streamable_http_worker_keeps_the_contract() {
         _ => standard(req),
     });
     let (link, probe) = link();
-    let spec = HttpSpec {
-        url: fx.url("/mcp"),
-        headers: vec![],
-        legacy: false,
-        message_timeout: Duration::from_secs(5),
-        credentials: None,
-    };
+    let spec = spec(fx.url("/mcp"), false);
     let worker = http::spawn(link, spec).expect("spawn the HTTP worker");
     worker.send(initialize(1));
     assert_eq!(probe.answer(1)["protocolVersion"], "2025-11-25");
-    worker.send(Outbound::Notify(encode_notification("notifications/initialized", None)));
+    worker.send(initialized());
     worker.send(call(2, "slow"));
     let held = fx.wait_for("the held call", WAIT, |r| r.rpc() == Some("tools/call"));
     let cancelled = Instant::now();
@@ -139,6 +146,46 @@ fn streamable_http_worker_keeps_the_contract() {
     assert!(probe.answers.try_recv().is_err(), "no answer for the cancelled call");
     probe.close(worker);
     assert!(fx.requests().iter().any(|r| r.method == "DELETE"), "the session was ended: {:#?}", fx.summary());
+}
+
+/// The HTTP worker sends what it is told: the SEP-2243 headers come from the request's
+/// metadata, and only a cancellation of a 2026-07-28 request is left to the closed stream,
+/// whatever text another notification carries.
+#[test]
+fn streamable_http_worker_is_told_what_it_sends_and_reads_no_frame() {
+    let fx = Fixture::start(standard);
+    let (link, probe) = link();
+    let spec = spec(fx.url("/mcp"), false);
+    let worker = http::spawn(link, spec).expect("spawn the HTTP worker");
+    let params = json!({ "name": "echo", "arguments": { "region": "us-west1" } });
+    let meta = RequestMeta {
+        method: "tools/call",
+        revision: Some(Version::MODERN),
+        name: Some("echo".into()),
+        params: vec![("Mcp-Param-Region".into(), "us-west1".into())],
+    };
+    worker.send(Outbound::Request { id: 1, frame: encode_request(1, "tools/call", Some(&params.to_string())), meta });
+    assert_eq!(probe.answer(1)["content"][0]["text"], "called echo");
+    let posted = &fx.rpc("tools/call")[0];
+    assert_eq!(posted.header("mcp-protocol-version"), Some("2026-07-28"));
+    assert_eq!(posted.header("mcp-method"), Some("tools/call"));
+    assert_eq!(posted.header("mcp-name"), Some("echo"));
+    assert_eq!(posted.header("mcp-param-region"), Some("us-west1"));
+    // A notification whose text holds what a cancellation would say is still posted.
+    let quoted = json!({ "level": "info", "data": r#"{"method":"notifications/cancelled"}"# });
+    let frame = encode_notification("notifications/message", Some(&quoted));
+    worker.send(Outbound::Notify { frame, kind: NotifyKind::Other });
+    let cancel = |id: u64, revision: Version| Outbound::Notify {
+        frame: encode_notification("notifications/cancelled", Some(&json!({ "requestId": id }))),
+        kind: NotifyKind::Cancelled { revision: Some(revision) },
+    };
+    worker.send(cancel(1, Version::MODERN));
+    worker.send(cancel(2, Version::V2025_11_25));
+    // The poster sends in order: once the last is there, the others were decided.
+    fx.wait_for("the 2025-11-25 cancellation", WAIT, |r| r.json["params"]["requestId"] == 2);
+    assert_eq!(fx.rpc("notifications/message").len(), 1, "{:#?}", fx.summary());
+    assert_eq!(fx.rpc("notifications/cancelled").len(), 1, "{:#?}", fx.summary());
+    probe.close(worker);
 }
 
 #[test]
@@ -161,17 +208,11 @@ fn legacy_sse_worker_keeps_the_contract() {
         Reply::status(202)
     });
     let (link, probe) = link();
-    let spec = HttpSpec {
-        url: fx.url("/sse"),
-        headers: vec![],
-        legacy: true,
-        message_timeout: Duration::from_secs(5),
-        credentials: None,
-    };
+    let spec = spec(fx.url("/sse"), true);
     let worker = http::spawn(link, spec).expect("spawn the legacy worker");
     worker.send(initialize(1));
     assert_eq!(probe.answer(1)["protocolVersion"], "2025-11-25");
-    worker.send(Outbound::Notify(encode_notification("notifications/initialized", None)));
+    worker.send(initialized());
     worker.send(call(2, "slow"));
     worker.send(Outbound::CancelStream(2));
     worker.send(call(3, "echo"));

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use crate::http_fixture::{Fixture, Reply, Request, text_result};
 use crate::support::{Env, SERVER, with_method};
@@ -408,4 +409,55 @@ fn a_cancel_while_input_is_collected_sends_no_retry() {
     client.finish();
     assert_eq!(with_method(&env.wire(), "tools/call").len(), 1, "{:#?}", env.wire());
     env.assert_no_leftovers();
+}
+
+/// The names of this process's threads (Linux: at most 15 bytes each).
+fn thread_names() -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+    let comm = |task: std::fs::DirEntry| std::fs::read_to_string(task.path().join("comm")).ok();
+    tasks.filter_map(Result::ok).filter_map(comm).map(|name| name.trim_end().to_string()).collect()
+}
+
+/// A round of input runs on a thread that its call owns: dropping the call while the person
+/// has not answered yet ends that thread and joins it, instead of leaving it to its timeout.
+#[test]
+fn a_dropped_call_joins_the_thread_of_its_input_round() {
+    use nod::dispatch::{CallUpdate, InboundHandler, Responder, ServerRequest};
+    use std::sync::{Arc, Mutex};
+    /// Keeps every question unanswered, and says when one came.
+    struct Silent(Mutex<Vec<Responder>>, crossbeam_channel::Sender<()>);
+    impl InboundHandler for Silent {
+        fn request(&self, _: ServerRequest, responder: Responder) {
+            self.0.lock().unwrap().push(responder);
+            let _ = self.1.send(());
+        }
+    }
+    let env = Env::new();
+    env.fixture(&["--scenario", "modern-only"], json!({ "operation_timeout_ms": 60000 }));
+    let loaded = nod::config::profile::load(&env.path("mcp.json"));
+    let (asked_tx, asked) = crossbeam_channel::unbounded();
+    let handler = Arc::new(Silent(Mutex::default(), asked_tx));
+    let engine = nod::dispatch::Engine::start();
+    let session = nod::session::Session::connect(&engine, &loaded.servers[0], handler, &Default::default())
+        .expect("connect");
+    let mut call = session.call_tool("elicit", &json!({}), None);
+    let wait = Duration::from_secs(10);
+    match call.updates().recv_timeout(wait) {
+        Ok(CallUpdate::Done(result)) => assert!(session.settle(&mut call, result).is_none(), "an input round"),
+        other => panic!("{other:?}"),
+    }
+    asked.recv_timeout(wait).expect("the question reached the handler");
+    let round = format!("nod-input:{SERVER}");
+    // A new thread names itself once it runs.
+    let named = std::time::Instant::now() + wait;
+    while !thread_names().contains(&round) {
+        assert!(std::time::Instant::now() < named, "no thread {round}: {:?}", thread_names());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dropped = std::time::Instant::now();
+    drop(call);
+    assert!(dropped.elapsed() < Duration::from_secs(2), "the drop waited {:?}", dropped.elapsed());
+    assert!(!thread_names().contains(&round), "the round's thread outlived its call: {:?}", thread_names());
+    drop(session);
+    engine.shutdown();
 }

@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::TransportError;
-use super::http::{Shared, StreamKey, lock};
-use super::http_request::net_error;
+use super::shared::{Shared, StreamKey, lock, net_error};
+use crate::transport::TransportError;
 use crate::jsonrpc::{self, Message};
 use crate::net::{self, Method, sse};
 

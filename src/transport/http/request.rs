@@ -8,21 +8,14 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
-use super::TransportError;
-use super::http::{Shared, StreamKey, lock};
-use super::http_stream::{start_get_stream, stream};
-use super::legacy_sse::{legacy_send, start_legacy};
+use super::legacy::{legacy_send, start_legacy};
+use super::shared::{Post, Shared, StreamKey, lock, net_error};
+use super::stream::{start_get_stream, stream};
 use crate::jsonrpc::frame::MAX_FRAME;
 use crate::jsonrpc::{self, Message};
+use crate::mcp::Version;
 use crate::net::{self, Method, NetError, Response, sse};
-
-/// Work for the poster thread.
-pub(super) enum Post {
-    /// A notification or an answer to the server, `seq` in the order of `Order`.
-    Notify { seq: u64, frame: Vec<u8> },
-    /// Legacy mode: every message is a POST to the announced endpoint.
-    Legacy { id: Option<u64>, frame: Vec<u8> },
-}
+use crate::transport::{NotifyKind, RequestMeta, TransportError};
 
 /// How long the first request after `notifications/initialized` waits for the GET stream:
 /// a server may send what a request triggers on the GET stream only, and drops it when that
@@ -35,15 +28,12 @@ const MAX_STEP_UPS: u32 = 10;
 pub(super) fn poster(shared: &Arc<Shared>, inbox: Receiver<Post>) {
     for post in inbox {
         match post {
-            Post::Notify { seq, frame } => {
+            Post::Notify { seq, frame, kind } => {
                 if lock(&shared.legacy).is_some() {
                     legacy_send(shared, None, frame);
-                } else {
-                    let initialized = frame.windows(11).any(|w| w == b"initialized");
-                    if message(shared, &frame) && initialized && is_initialized(&frame) {
-                        let opened = start_get_stream(shared);
-                        let _ = opened.recv_timeout(GET_STREAM_WAIT);
-                    }
+                } else if message(shared, &frame) && kind == NotifyKind::Initialized {
+                    let opened = start_get_stream(shared);
+                    let _ = opened.recv_timeout(GET_STREAM_WAIT);
                 }
                 shared.order.mark_sent(seq);
             }
@@ -52,29 +42,25 @@ pub(super) fn poster(shared: &Arc<Shared>, inbox: Receiver<Post>) {
     }
 }
 
-fn is_initialized(frame: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(frame)
-        .ok()
-        .is_some_and(|v| v.get("method").and_then(|m| m.as_str()) == Some(crate::mcp::method::INITIALIZED))
-}
-
-/// POSTs a frame to the server URL with the session id `session`; `limit` bounds the whole
-/// exchange (notifications).
+/// POSTs a frame sent at `revision` to the server URL with the session id `session`;
+/// `limit` bounds the whole exchange (notifications).
 fn post(
     shared: &Shared,
     agent: &ureq::Agent,
     frame: &[u8],
     session: Option<&str>,
+    revision: Option<Version>,
     limit: Option<Duration>,
     extra: &[(String, String)],
 ) -> Result<Response, NetError> {
     let body = frame.strip_suffix(b"\n").unwrap_or(frame);
     net::follow(&shared.url, |url, method| {
         if method == Method::Get {
-            return shared.with_headers(agent.get(url), session).header("Accept", "application/json").call();
+            let req = shared.with_headers_at(agent.get(url), session, revision);
+            return req.header("Accept", "application/json").call();
         }
         let mut req = shared
-            .with_headers(agent.post(url), session)
+            .with_headers_at(agent.post(url), session, revision)
             .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
         for (name, value) in extra {
@@ -87,15 +73,6 @@ fn post(
     })
 }
 
-pub(super) fn net_error(err: NetError) -> TransportError {
-    match err {
-        NetError::Redirect(why) => TransportError::Redirect(why),
-        NetError::Timeout => TransportError::Timeout,
-        NetError::HostNotFound => TransportError::Io("host not found".into()),
-        NetError::Io(why) => TransportError::Io(why),
-    }
-}
-
 fn challenge(resp: &Response) -> String {
     net::header(resp, "www-authenticate").unwrap_or("").to_string()
 }
@@ -104,12 +81,14 @@ fn challenge(resp: &Response) -> String {
 fn message(shared: &Arc<Shared>, frame: &[u8]) -> bool {
     let Some(agent) = shared.checkout(StreamKey::Poster) else { return false };
     let session = lock(&shared.session).id.clone();
-    let mut answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout), &[]);
+    let revision = shared.link.revision().get();
+    let limit = Some(shared.message_timeout);
+    let mut answer = post(shared, &agent, frame, session.as_deref(), revision, limit, &[]);
     if let (Ok(resp), Some(credentials)) = (&answer, &shared.credentials)
         && resp.status().as_u16() == 401
         && credentials.unauthorized(&challenge(resp)).is_ok()
     {
-        answer = post(shared, &agent, frame, session.as_deref(), Some(shared.message_timeout), &[]);
+        answer = post(shared, &agent, frame, session.as_deref(), revision, limit, &[]);
     }
     let accepted = match answer {
         Ok(mut resp) if resp.status().is_success() => {
@@ -132,15 +111,17 @@ fn message(shared: &Arc<Shared>, frame: &[u8]) -> bool {
 
 /// One request: POST, then read its answer (JSON or a stream), with credentials and
 /// session expiry handled as the spec says.
-pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8], extra: &[(String, String)]) {
+pub(super) fn request(shared: &Arc<Shared>, id: u64, meta: &RequestMeta, frame: &[u8]) {
     let key = StreamKey::Request(id);
+    let is_init = meta.is_initialize();
+    let extra = modern_headers(meta);
     let mut auth_retried = false;
     let mut step_ups = 0;
     loop {
         let Some(agent) = shared.checkout(key) else { return };
         let sent = lock(&shared.session).clone();
         let session = if is_init { None } else { sent.id.clone() };
-        let resp = match post(shared, &agent, frame, session.as_deref(), None, extra) {
+        let resp = match post(shared, &agent, frame, session.as_deref(), meta.revision, None, &extra) {
             Ok(resp) => resp,
             Err(err) => {
                 if !shared.is_cancelled(key) {
@@ -204,6 +185,20 @@ pub(super) fn request(shared: &Arc<Shared>, id: u64, is_init: bool, frame: &[u8]
             }
         };
     }
+}
+
+/// The headers of a 2026-07-28 request (SEP-2243), as the session computed them:
+/// Mcp-Method, Mcp-Name and Mcp-Param-*; none before 2026-07-28.
+fn modern_headers(meta: &RequestMeta) -> Vec<(String, String)> {
+    if !meta.is_modern() {
+        return Vec::new();
+    }
+    let mut headers = vec![("Mcp-Method".to_string(), meta.method.to_string())];
+    if let Some(name) = &meta.name {
+        headers.push(("Mcp-Name".to_string(), name.clone()));
+    }
+    headers.extend(meta.params.iter().cloned());
+    headers
 }
 
 /// Takes the session id from an initialize answer: a new session.

@@ -6,9 +6,8 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use super::TransportError;
-use super::http::{Legacy, Shared, StreamKey, lock};
-use super::http_request::{Post, net_error};
+use super::shared::{Legacy, Post, Shared, StreamKey, lock, net_error};
+use crate::transport::TransportError;
 use crate::jsonrpc;
 use crate::net::{self, Method, sse};
 
