@@ -1,5 +1,5 @@
 //! nod's small standard library: a joining thread guard, a bounded text tail for server
-//! stderr, secret redaction, a one-shot trigger, base64 decoding and terminal-safe text.
+//! stderr, secret redaction, a one-shot trigger, base64 and terminal-safe text.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -239,6 +239,28 @@ pub fn redact_urls(text: &str) -> String {
     out
 }
 
+/// Base64url without padding (PKCE, state).
+pub fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len() * 4 / 3 + 2);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Standard base64 with padding (HTTP Basic).
+pub fn base64(bytes: &[u8]) -> String {
+    let mut out = base64url(bytes).replace('-', "+").replace('_', "/");
+    while !out.len().is_multiple_of(4) {
+        out.push('=');
+    }
+    out
+}
+
 /// Decodes standard or URL-safe base64, padded or not. Whitespace is skipped.
 pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() / 4 * 3);
@@ -373,6 +395,9 @@ mod tests {
         assert_eq!(base64_decode("AAEC//6JUE4=").unwrap(), vec![0, 1, 2, 0xff, 0xfe, 0x89, 0x50, 0x4e]);
         assert_eq!(base64_decode("aGk").unwrap(), b"hi");
         assert!(base64_decode("a*b").is_none());
+        assert_eq!(base64url(b"\xfb\xff"), "-_8");
+        assert_eq!(base64(b"id:secret"), "aWQ6c2VjcmV0");
+        assert_eq!(base64_decode(&base64(b"\x00\x01\xfe")).unwrap(), b"\x00\x01\xfe");
     }
 
     #[test]

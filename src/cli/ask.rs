@@ -6,7 +6,7 @@ use lexopt::prelude::*;
 
 use super::Command;
 use super::help::Page;
-use super::parse::{Parsed, lex, no_argument, string, unknown_option, usage};
+use super::lex::{Parsed, lex, no_argument, string, unknown_option, usage};
 
 /// Flags valid before any command.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -2,7 +2,7 @@
 //! against its usage, and the flags that only some commands take are taken here.
 
 use super::help::{self, Page};
-use super::parse::{Rest, usage};
+use super::lex::{Rest, usage};
 use super::{Add, Arguments, Mcp, Source, ToolCall, Trust, UsageError};
 
 /// The command for `words` after its path, checked against its usage.

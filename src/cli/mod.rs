@@ -5,6 +5,7 @@
 
 mod ask;
 mod build;
+mod lex;
 pub mod complete;
 pub mod help;
 pub mod man;
@@ -18,7 +19,6 @@ use std::time::Duration;
 pub use ask::{Acp, Ask, Globals};
 pub use parse::parse;
 
-use crate::session::elicit::Policy;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -198,6 +198,28 @@ pub struct Arguments {
     pub pairs: Vec<(String, String)>,
 }
 
+/// `--elicit`: how a `nod mcp` command answers a server's questions when nobody is asked
+/// (the command maps it onto the session's policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElicitArg {
+    Fail,
+    Decline,
+    Cancel,
+    Defaults,
+}
+
+impl ElicitArg {
+    pub fn parse(text: &str) -> Option<ElicitArg> {
+        Some(match text {
+            "fail" => ElicitArg::Fail,
+            "decline" => ElicitArg::Decline,
+            "cancel" => ElicitArg::Cancel,
+            "defaults" => ElicitArg::Defaults,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub server: String,
@@ -206,7 +228,7 @@ pub struct ToolCall {
     pub jsonl: bool,
     pub parallel: usize,
     /// `--elicit`; None: ask on a terminal, else fail.
-    pub elicit: Option<Policy>,
+    pub elicit: Option<ElicitArg>,
     /// `--elicit-answer`: the values of a form, as JSON.
     pub elicit_answer: Option<Source>,
     /// `-o`: where images and audio of the result go.

@@ -10,35 +10,9 @@ use lexopt::prelude::*;
 
 use super::ask::{self, Globals};
 use super::help::{self, Page};
+use super::lex::{Parsed, Rest, lex, no_argument, string, unknown_option, usage};
 use super::suggest;
-use super::{Command, Options, Source, UsageError};
-use crate::session::elicit::Policy;
-
-pub(super) type Parsed<T> = Result<T, UsageError>;
-
-pub(super) fn usage(page: Page, message: impl Into<String>) -> UsageError {
-    UsageError { message: message.into(), page }
-}
-
-pub(super) fn lex(page: Page) -> impl Fn(lexopt::Error) -> UsageError {
-    move |e| usage(page, e.to_string())
-}
-
-/// A word given to a command that takes none.
-pub(super) fn no_argument(path: &'static str, word: &std::ffi::OsStr) -> UsageError {
-    let shown = word.to_string_lossy();
-    usage(Page::Command(path), format!("nod {path} takes no argument {shown:?}; see nod {path} --help"))
-}
-
-/// An option nod does not know, with the closest one it does.
-pub(super) fn unknown_option(page: Page, arg: lexopt::Arg<'_>, known: &[&str], see: &str) -> UsageError {
-    let (shown, hint) = match arg {
-        Long(name) => (format!("--{name}"), suggest::hint(name, known.iter().copied()).replace("mean ", "mean --")),
-        Short(c) => (format!("-{c}"), String::new()),
-        Value(value) => (format!("{:?}", value.to_string_lossy()), String::new()),
-    };
-    usage(page, format!("unknown option {shown}{hint}; see {see} --help"))
-}
+use super::{Command, ElicitArg, Source, UsageError};
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
     let mut parser = lexopt::Parser::from_args(args);
@@ -157,27 +131,6 @@ fn help_page(topic: &[String], prefix: &str) -> Parsed<Command> {
     })
 }
 
-/// Flags every `nod mcp` subcommand shares, plus positional values in order.
-#[derive(Default)]
-pub(super) struct Rest {
-    pub(super) values: Vec<String>,
-    /// Long names of the flags given, to check that the command takes them.
-    pub(super) given: Vec<&'static str>,
-    pub(super) options: Options,
-    pub(super) connect: bool,
-    pub(super) jsonl: bool,
-    pub(super) parallel: Option<usize>,
-    pub(super) elicit: Option<Policy>,
-    pub(super) elicit_answer: Option<Source>,
-    pub(super) output: Option<PathBuf>,
-    pub(super) pairs: Vec<(String, String)>,
-    pub(super) transport: Option<String>,
-    pub(super) env: Vec<(String, String)>,
-    pub(super) open: bool,
-    pub(super) yes: bool,
-    pub(super) help: bool,
-}
-
 fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
     let page = Page::Mcp;
     let mut rest = Rest::default();
@@ -221,7 +174,7 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
             }
             Long("elicit") => {
                 let text = string(parser, page)?;
-                rest.elicit = Some(Policy::parse(&text).ok_or_else(|| {
+                rest.elicit = Some(ElicitArg::parse(&text).ok_or_else(|| {
                     usage(page, format!("--elicit takes fail, decline, cancel or defaults, not {text:?}"))
                 })?);
             }
@@ -343,10 +296,6 @@ fn pair(parser: &mut lexopt::Parser, flag: &str) -> Parsed<(String, String)> {
     }
 }
 
-pub(super) fn string(parser: &mut lexopt::Parser, page: Page) -> Parsed<String> {
-    parser.value().map_err(lex(page))?.into_string().map_err(|_| usage(page, "option values must be valid UTF-8"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,7 +315,7 @@ mod tests {
     #[test]
     fn tool_call_flags() {
         let Mcp::ToolCall(call) = mcp("mcp tool call fs read --jsonl --parallel 8 --elicit defaults") else { panic!() };
-        assert_eq!((call.jsonl, call.parallel, call.elicit), (true, 8, Some(Policy::Defaults)));
+        assert_eq!((call.jsonl, call.parallel, call.elicit), (true, 8, Some(ElicitArg::Defaults)));
         assert!(p("mcp tool call fs read {} --jsonl").is_err());
         assert!(p("mcp tool call fs read --parallel 0").is_err());
         assert!(p("mcp tool call fs read --elicit maybe").is_err());

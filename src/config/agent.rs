@@ -9,7 +9,15 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::provider::config::ModelSettings;
+/// What settings.json says about the model (the provider resolves it with the flags and
+/// the environment).
+#[derive(Debug, Clone, Default)]
+pub struct ModelSettings {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+    pub request_timeout_ms: Option<u64>,
+}
 
 /// What settings.json says for the agent, with the problems found.
 #[derive(Debug, Clone, Default)]

@@ -13,7 +13,7 @@ pub fn value(text: &str) -> String {
         && !text.starts_with(' ')
         && !text.ends_with(' ')
         && (!text.starts_with("=?") || !text.ends_with("?="));
-    if plain { text.to_string() } else { format!("=?base64?{}?=", crate::oauth::flow::base64(text.as_bytes())) }
+    if plain { text.to_string() } else { format!("=?base64?{}?=", crate::util::base64(text.as_bytes())) }
 }
 
 /// The `x-mcp-header` markings of a tool: (header name, property), in schema order, or why

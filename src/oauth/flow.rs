@@ -190,27 +190,7 @@ pub fn random(n: usize) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Base64url without padding (PKCE, state).
-pub fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len() * 4 / 3 + 2);
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-/// Standard base64 with padding (HTTP Basic).
-pub fn base64(bytes: &[u8]) -> String {
-    let mut out = base64url(bytes).replace('-', "+").replace('_', "/");
-    while !out.len().is_multiple_of(4) {
-        out.push('=');
-    }
-    out
-}
+pub use crate::util::{base64, base64url};
 
 #[cfg(test)]
 mod tests {

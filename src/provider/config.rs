@@ -31,14 +31,7 @@ impl std::fmt::Debug for ProviderConfig {
     }
 }
 
-/// What settings.json says about the model.
-#[derive(Debug, Clone, Default)]
-pub struct ModelSettings {
-    pub base_url: Option<String>,
-    pub model: Option<String>,
-    pub api_key_env: Option<String>,
-    pub request_timeout_ms: Option<u64>,
-}
+pub use crate::config::agent::ModelSettings;
 
 /// Why no provider can be configured is a configuration error, shown as it is.
 pub use crate::config::ConfigError;

@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, select};
 use serde_json::{Value, json};
 
 use super::args;
-use crate::cli::ToolCall;
+use crate::cli::{ElicitArg, ToolCall};
 use crate::cmd::failure::{Failure, Kind, fail};
 use crate::cmd::form::{Interrupted, Term};
 use crate::cmd::render;
@@ -70,7 +70,12 @@ fn answering(call: &ToolCall) -> anyhow::Result<Answering> {
         return Ok(Answering::Values(Arc::new(Value::Object(values))));
     }
     Ok(match call.elicit {
-        Some(policy) => Answering::Policy(policy),
+        Some(arg) => Answering::Policy(match arg {
+            ElicitArg::Fail => Policy::Fail,
+            ElicitArg::Decline => Policy::Decline,
+            ElicitArg::Cancel => Policy::Cancel,
+            ElicitArg::Defaults => Policy::Defaults,
+        }),
         // --jsonl reads its input from stdin: nobody to ask there. The questions go to
         // stderr, which must be the terminal too.
         None if !call.jsonl && stdin_is_terminal() && std::io::stderr().is_terminal() => Answering::Ask,
