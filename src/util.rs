@@ -165,12 +165,12 @@ impl Trigger {
         &self.inner.receiver
     }
 
-    /// Runs `action` when the trigger fires (at once if it has).
     /// Whether `other` is this trigger (a clone of it).
     pub fn same(&self, other: &Trigger) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// Runs `action` when the trigger fires (at once if it has).
     pub fn on_fire(&self, action: impl FnOnce() + Send + 'static) {
         let mut actions = self.inner.actions.lock().unwrap_or_else(PoisonError::into_inner);
         if self.is_fired() {

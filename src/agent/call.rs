@@ -119,7 +119,14 @@ impl Agent {
         step
     }
 
-    fn finish_call(&self, call: &ToolCall, outcome: Outcome, surface: &mut dyn Surface, turn: &mut Turn, step: &mut Step) {
+    fn finish_call(
+        &self,
+        call: &ToolCall,
+        outcome: Outcome,
+        surface: &mut dyn Surface,
+        turn: &mut Turn,
+        step: &mut Step,
+    ) {
         let content = outcome.content();
         surface.tool_finished(&call.name, outcome.is_ok(), &outcome.detail(), &content);
         turn.tool_calls.push((call.name.clone(), outcome.is_ok()));
@@ -231,7 +238,8 @@ impl Agent {
     pub(super) fn run_subagent(&mut self, args: &Value, calling: &mut Calling<'_>) -> Ran {
         self.start_servers(calling.surface);
         let call = ToolCall { id: String::new(), name: builtin::SUBAGENT.into(), arguments: args.to_string() };
-        let (mut outcomes, interrupted) = self.run_subagents(std::slice::from_ref(&call), calling.surface, calling.cancel);
+        let (mut outcomes, interrupted) =
+            self.run_subagents(std::slice::from_ref(&call), calling.surface, calling.cancel);
         let outcome = outcomes.pop().expect("one outcome a call");
         if interrupted { Ran::End(CallEnd::Interrupted, Some(outcome)) } else { Ran::Done(outcome) }
     }
@@ -271,8 +279,10 @@ impl Agent {
             if self.reported.iter().any(|r| r == name) {
                 continue;
             }
-            let tools: Vec<String> =
-                identities.iter().map(|i| format!("server {} tool {}", i.server, self.marker.plain(&i.tool, 128))).collect();
+            let tools: Vec<String> = identities
+                .iter()
+                .map(|i| format!("server {} tool {}", i.server, self.marker.plain(&i.tool, 128)))
+                .collect();
             let text = format!(
                 "{} share the permission name {name}: a rule that names it applies to each of them, and a deny wins",
                 tools.join(" and ")
@@ -447,9 +457,13 @@ impl Agent {
 /// A refusal of the check before transport, taken back as the agent's own failure.
 pub(super) fn refused(err: &CallError) -> Option<Outcome> {
     match err {
-        CallError::Refused(refusal) => {
-            Some(refusal.downcast_ref::<Failure>().cloned().unwrap_or_else(|| Failure::execution("", refusal.to_string())).into())
-        }
+        CallError::Refused(refusal) => Some(
+            refusal
+                .downcast_ref::<Failure>()
+                .cloned()
+                .unwrap_or_else(|| Failure::execution("", refusal.to_string()))
+                .into(),
+        ),
         _ => None,
     }
 }

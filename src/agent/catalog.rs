@@ -70,6 +70,7 @@ impl Entry {
 }
 
 /// The conversation's view of MCP tools.
+#[derive(Default)]
 pub struct Catalog {
     pub aliases: Aliases,
     pub selected: Vec<String>,
@@ -122,12 +123,6 @@ impl ServerIndex {
             tool: self.listing.items[tool.item].clone(),
             instructions: self.instructions.clone(),
         }
-    }
-}
-
-impl Default for Catalog {
-    fn default() -> Catalog {
-        Catalog { aliases: Aliases::default(), selected: Vec::new(), index: Vec::new(), frozen: false }
     }
 }
 
@@ -299,6 +294,10 @@ impl Catalog {
     /// The selected tools to advertise now (those whose server is ready and still has them).
     pub fn advertised(&mut self, runtime: &Runtime, limits: &Limits, marker: &Marker) -> Vec<ToolSpec> {
         let selected = self.selected.clone();
-        selected.iter().filter_map(|alias| self.lookup(runtime, limits, alias)).map(|e| e.spec(limits, marker)).collect()
+        selected
+            .iter()
+            .filter_map(|alias| self.lookup(runtime, limits, alias))
+            .map(|e| e.spec(limits, marker))
+            .collect()
     }
 }

@@ -19,10 +19,10 @@ pub mod prompt;
 mod reach;
 pub mod search;
 pub mod subagent;
-pub mod text;
-pub mod tools;
 #[cfg(test)]
 mod tests;
+pub mod text;
+pub mod tools;
 mod turn;
 
 use std::sync::Arc;

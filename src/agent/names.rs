@@ -56,7 +56,8 @@ pub fn canonical(server: &str, tool: &str) -> String {
 /// The alias of an identity (see the module comment).
 pub fn alias(server: &str, tool: &str) -> String {
     let base = canonical(server, tool);
-    let clean = |text: &str| !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let clean =
+        |text: &str| !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     let plain = clean(server)
         && !server.contains('_')
         && clean(tool)
@@ -121,7 +122,9 @@ impl Aliases {
 
     /// The other identities that share `identity`'s canonical name.
     pub fn sharing(&self, identity: &Identity) -> Vec<&Identity> {
-        self.canonical.get(&identity.canonical()).map_or_else(Vec::new, |all| all.iter().filter(|i| *i != identity).collect())
+        self.canonical
+            .get(&identity.canonical())
+            .map_or_else(Vec::new, |all| all.iter().filter(|i| *i != identity).collect())
     }
 
     /// Every canonical name that more than one identity has, with those identities (sorted).

@@ -15,7 +15,10 @@ pub enum Outcome {
     Ok(String),
     /// A document in a built-in's own shape that reports a failure (a subagent's result);
     /// `detail` is its one-line summary.
-    FailedDocument { content: String, detail: String },
+    FailedDocument {
+        content: String,
+        detail: String,
+    },
     Failed(Failure),
 }
 

@@ -164,7 +164,9 @@ impl Subject {
     fn named_by(&self, pattern: &str) -> bool {
         match self {
             Subject::Builtin(name) => wildcard(pattern, name),
-            Subject::Tool { identity, alias, .. } => wildcard(pattern, alias) || wildcard(pattern, &identity.canonical()),
+            Subject::Tool { identity, alias, .. } => {
+                wildcard(pattern, alias) || wildcard(pattern, &identity.canonical())
+            }
         }
     }
 
@@ -202,7 +204,9 @@ impl Grant {
     /// (the permission name, the target) as `nod permissions` shows them.
     pub fn shown(&self) -> (String, String) {
         match self {
-            Grant::Tool(identity, alias) => (alias.clone(), format!("server {} tool {}", identity.server, identity.tool)),
+            Grant::Tool(identity, alias) => {
+                (alias.clone(), format!("server {} tool {}", identity.server, identity.tool))
+            }
             Grant::Resources(server) => (crate::agent::builtin::READ_RESOURCE.to_string(), format!("{server}:*")),
             Grant::Builtin(name) => (name.to_string(), "*".to_string()),
         }
@@ -310,7 +314,13 @@ impl Policy {
 
     /// The check right before transport: the same decision, without asking. `approved`
     /// says a person approved this one call.
-    pub fn recheck(&self, subject: &Subject, target: &str, sensitivity: Sensitivity, approved: bool) -> Result<(), Denial> {
+    pub fn recheck(
+        &self,
+        subject: &Subject,
+        target: &str,
+        sensitivity: Sensitivity,
+        approved: bool,
+    ) -> Result<(), Denial> {
         match self.decide(subject, target, sensitivity) {
             Decision::Allow => Ok(()),
             Decision::Ask if approved => Ok(()),
@@ -326,7 +336,9 @@ impl Policy {
             return false;
         }
         let applies = |r: &&Rule| subject.named_by(&r.permission) && r.pattern == "*";
-        if matches!(subject, Subject::Tool { contested: true, .. }) && self.rules.iter().filter(applies).any(|r| r.action == Action::Deny) {
+        if matches!(subject, Subject::Tool { contested: true, .. })
+            && self.rules.iter().filter(applies).any(|r| r.action == Action::Deny)
+        {
             return true;
         }
         self.rules.iter().rev().find(applies).is_some_and(|r| r.action == Action::Deny)
@@ -518,7 +530,10 @@ mod tests {
         assert_eq!(policy.decide(&tool("mcp_x_y"), "*", Sensitivity::Sensitive), Decision::Ask);
         assert_eq!(policy.decide(&READ, "s:u", Sensitivity::ReadOnly), Decision::Allow);
         assert_eq!(policy.decide(&Subject::Builtin("capability_search"), "*", Sensitivity::Free), Decision::Allow);
-        assert_eq!(policy.recheck(&tool("mcp_x_y"), "*", Sensitivity::Sensitive, false), Err(Denial::PermissionRequired));
+        assert_eq!(
+            policy.recheck(&tool("mcp_x_y"), "*", Sensitivity::Sensitive, false),
+            Err(Denial::PermissionRequired)
+        );
         assert_eq!(policy.recheck(&tool("mcp_x_y"), "*", Sensitivity::Sensitive, true), Ok(()));
     }
 
@@ -531,7 +546,10 @@ mod tests {
         assert!(child.grants().is_empty(), "grants are not inherited");
         parent.set_mode(Some(Mode::Ask));
         assert_eq!(child.mode(), Mode::Ask, "the parent went back to ask: so does the child");
-        assert_eq!(child.decide(&tool("mcp_fs_write"), "*", Sensitivity::Sensitive), Decision::Deny(Denial::PolicyDenied));
+        assert_eq!(
+            child.decide(&tool("mcp_fs_write"), "*", Sensitivity::Sensitive),
+            Decision::Deny(Denial::PolicyDenied)
+        );
         assert_eq!(child.decide(&tool("mcp_docs_search"), "*", Sensitivity::Sensitive), Decision::Ask);
     }
 
@@ -541,10 +559,7 @@ mod tests {
         let patterns = rules(json!({ "mcp_read_resource": { "docs:*": "allow", "fs:*": "deny" } }));
         assert_eq!(patterns.len(), 2);
         let policy = Policy::new(Mode::Ask, patterns);
-        assert_eq!(
-            policy.decide(&READ, "fs:file:///etc", Sensitivity::ReadOnly),
-            Decision::Deny(Denial::PolicyDenied)
-        );
+        assert_eq!(policy.decide(&READ, "fs:file:///etc", Sensitivity::ReadOnly), Decision::Deny(Denial::PolicyDenied));
         let mut issues = Vec::new();
         parse_rules(&json!({ "x": "maybe", "": "allow", "y": 3 }), "user", &mut issues);
         assert_eq!(issues.len(), 3, "{issues:?}");
@@ -553,8 +568,10 @@ mod tests {
     #[test]
     fn rules_apply_to_identities_and_a_shared_canonical_name_is_denied_for_both() {
         // github + corp_delete_repo and github_corp + delete_repo share mcp_github_corp_delete_repo.
-        let policy =
-            Policy::new(Mode::Ask, rules(json!({ "mcp_github_corp_delete_repo": "deny", "mcp_github_corp_*": "allow" })));
+        let policy = Policy::new(
+            Mode::Ask,
+            rules(json!({ "mcp_github_corp_delete_repo": "deny", "mcp_github_corp_*": "allow" })),
+        );
         let plain = Subject::tool(Identity::new("github", "corp_delete_repo"), "mcp_github_corp_delete_repo", true);
         let hashed_alias = crate::agent::names::alias("github_corp", "delete_repo");
         let hashed = Subject::tool(Identity::new("github_corp", "delete_repo"), &hashed_alias, true);

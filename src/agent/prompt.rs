@@ -19,7 +19,11 @@ pub fn system(replacement: Option<&str>, servers: &[String], marker: &super::tex
             .iter()
             .map(|name| {
                 let clean = crate::util::one_line(&marker.plain(name, 64)).replace(['<', '>'], "");
-                if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') { clean } else { format!("{clean:?}") }
+                if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                    clean
+                } else {
+                    format!("{clean:?}")
+                }
             })
             .collect();
         parts.push(format!(

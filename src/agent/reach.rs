@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use super::outcome::Failure;
-use super::subagent::{Use, View, refused};
 use super::subagent::view::DISABLED;
+use super::subagent::{Use, View, refused};
 use crate::session::Session;
 use crate::session::runtime::Runtime;
 

@@ -151,7 +151,9 @@ fn three_steps_of_malformed_calls_stop_the_loop_without_running_anything() {
     assert_eq!(report.status, Status::Completed);
     assert_eq!(script.requests().len(), 3);
     assert!(report.final_output.contains("malformed"), "{}", report.final_output);
-    assert!(seen.finished.iter().all(|(name, ok, detail)| name == "no_such_tool" && !ok && detail.contains("Unsupported")));
+    assert!(
+        seen.finished.iter().all(|(name, ok, detail)| name == "no_such_tool" && !ok && detail.contains("Unsupported"))
+    );
 }
 
 #[test]
@@ -204,7 +206,8 @@ fn a_failed_turn_stays_in_the_history_closed_for_the_next_one() {
 
 #[test]
 fn rules_apply_to_built_ins_deny_refuses_and_ask_asks() {
-    let step = Ok(calls(&[("capability_search", json!({ "query": "x" })), ("mcp_select_tool", json!({ "name": "mcp_a_b" }))]));
+    let step =
+        Ok(calls(&[("capability_search", json!({ "query": "x" })), ("mcp_select_tool", json!({ "name": "mcp_a_b" }))]));
     let script = Script::new(vec![step, Ok(text("Done."))]);
     let mut agent = agent(&script, json!({ "capability_search": "deny", "mcp_select_tool": "ask" }), 50);
     let mut seen = Seen { answer: Some(Answer::Deny(Some("not now".into()))), ..Seen::default() };

@@ -193,7 +193,13 @@ pub fn resource_outcome(
     uri: &str,
 ) -> Outcome {
     let mark = |text: &str| {
-        agent.marker.marked(Source::Mcp, &[("server", server), ("resource", uri)], text, agent.limits.tool_result, READ_RESOURCE)
+        agent.marker.marked(
+            Source::Mcp,
+            &[("server", server), ("resource", uri)],
+            text,
+            agent.limits.tool_result,
+            READ_RESOURCE,
+        )
     };
     let result = match result {
         Ok(result) => result,

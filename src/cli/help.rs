@@ -575,7 +575,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("NOD_REQUEST_TIMEOUT_MS", "How long a model stream may stay silent before it is retried (default 120000)."),
     ("NOD_PERMISSION_MODE", "ask or full-access, over settings.json permission_mode."),
-    ("NOD_MAX_AGENT_STEPS", "The step limit of nod ask (digits; 0: no limit), over max_agent_steps."),
+    (
+        "NOD_MAX_AGENT_STEPS",
+        "The step limit of nod ask, the shell and ACP sessions (digits; 0: no limit), over max_agent_steps.",
+    ),
     (
         "NOD_LOG, RUST_LOG",
         "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack (ureq, ureq_proto, rustls) never logs below debug, whatever the filter says: its trace output would show credentials.",

@@ -60,4 +60,3 @@ pub(super) struct Rest {
 pub(super) fn string(parser: &mut lexopt::Parser, page: Page) -> Parsed<String> {
     parser.value().map_err(lex(page))?.into_string().map_err(|_| usage(page, "option values must be valid UTF-8"))
 }
-

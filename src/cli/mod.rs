@@ -5,9 +5,9 @@
 
 mod ask;
 mod build;
-mod lex;
 pub mod complete;
 pub mod help;
+mod lex;
 pub mod man;
 mod parse;
 mod prose;
@@ -19,12 +19,11 @@ use std::time::Duration;
 pub use ask::{Acp, Ask, Globals};
 pub use parse::parse;
 
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Help(help::Page),
     Version,
-    /// `nod` with no command: the interactive shell (not built yet), with the global flags.
+    /// `nod` with no command: the interactive shell, with the global flags.
     Shell(Globals),
     /// `nod ask [flags] <prompt>`.
     Ask(Ask),

@@ -38,11 +38,8 @@ pub fn ask(ask: Ask, ctx: &Context) -> Exit {
 
 fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let prompt = prompt(ask)?;
-    let surface = setup::Surface::Ask {
-        model: ask.model.as_deref(),
-        max_steps: ask.max_steps,
-        system: ask.system.as_deref(),
-    };
+    let surface =
+        setup::Surface::Ask { model: ask.model.as_deref(), max_steps: ask.max_steps, system: ask.system.as_deref() };
     let setup = setup::prepare(&surface, &ask.globals, &ctx.redactor, &setup::process_env)?;
     for issue in &setup.issues {
         eprintln!("nod: {issue}");
@@ -55,7 +52,8 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let (asked_tx, asked) = crossbeam_channel::unbounded();
     let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
     // nod ask never starts an OAuth flow: a server that needs one says so.
-    let runtime = setup.runtime(handler, Access { revisions: crate::session::revisions::default_path(), ..Access::default() });
+    let runtime =
+        setup.runtime(handler, Access { revisions: crate::session::revisions::default_path(), ..Access::default() });
     let failed = runtime.start_required();
     if !failed.is_empty() {
         for (server, why) in &failed {

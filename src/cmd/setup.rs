@@ -14,8 +14,8 @@ use crate::agent::{Agent, Options};
 use crate::cli::Globals;
 use crate::config::agent::AgentSettings;
 use crate::config::{self, Loaded, ServerConfig};
-use crate::provider::config::{ProviderConfig, resolve};
 use crate::provider::Provider;
+use crate::provider::config::{ProviderConfig, resolve};
 use crate::session::Access;
 use crate::session::elicit::Asked;
 use crate::session::runtime::Runtime;
@@ -24,10 +24,18 @@ use crate::util::Redactor;
 /// Which surface an agent is set up for, with what only it has.
 pub enum Surface<'a> {
     /// `nod ask`: `--model`, `--max-steps`, `--system`.
-    Ask { model: Option<&'a str>, max_steps: Option<usize>, system: Option<&'a str> },
+    Ask {
+        model: Option<&'a str>,
+        max_steps: Option<usize>,
+        system: Option<&'a str>,
+    },
     Shell,
     /// An ACP session: its `cwd` and the client's servers; `nod acp --model`.
-    Acp { cwd: &'a Path, client: Vec<ServerConfig>, model: Option<&'a str> },
+    Acp {
+        cwd: &'a Path,
+        client: Vec<ServerConfig>,
+        model: Option<&'a str>,
+    },
     /// `nod permissions`: the policy only.
     Permissions,
 }
@@ -122,15 +130,7 @@ pub fn prepare(
         report_servers: defaults.report_servers,
         redactor: redactor.clone(),
     };
-    Ok(Setup {
-        loaded,
-        settings,
-        provider,
-        policy: Arc::new(Policy::new(mode, rules)),
-        limits,
-        options,
-        issues,
-    })
+    Ok(Setup { loaded, settings, provider, policy: Arc::new(Policy::new(mode, rules)), limits, options, issues })
 }
 
 impl Setup {
@@ -143,7 +143,8 @@ impl Setup {
 
     /// The agent over `runtime`, whose servers' elicitations arrive on `asked`.
     pub fn agent(&self, runtime: Arc<Runtime>, asked: crossbeam_channel::Receiver<Asked>) -> Agent {
-        let provider = self.provider.as_ref().ok().map(|c| Arc::new(Provider::new(c.clone())) as Arc<dyn crate::provider::Model>);
+        let provider =
+            self.provider.as_ref().ok().map(|c| Arc::new(Provider::new(c.clone())) as Arc<dyn crate::provider::Model>);
         Agent::new(provider, runtime, asked, self.policy.clone(), self.limits, self.options.clone())
     }
 
@@ -164,7 +165,12 @@ impl Setup {
 }
 
 /// The permission mode: settings, then `NOD_PERMISSION_MODE`, then `--full-access`.
-fn mode(settings: &AgentSettings, globals: &Globals, env: &dyn Fn(&str) -> Option<String>, issues: &mut Vec<String>) -> Mode {
+fn mode(
+    settings: &AgentSettings,
+    globals: &Globals,
+    env: &dyn Fn(&str) -> Option<String>,
+    issues: &mut Vec<String>,
+) -> Mode {
     let mut mode = Mode::Ask;
     for text in settings.permission_mode.clone().into_iter().chain(env("NOD_PERMISSION_MODE")) {
         match Mode::parse(&text) {

@@ -1,7 +1,8 @@
 //! A Server-Sent Events parser, one line at a time, as the HTML standard's "event stream
 //! interpretation" says: `event`, `data` (multi-line), `id`, `retry`, comments, CR, LF or CRLF
-//! line ends, a leading BOM. Events with empty data are not dispatched, but their `id` still
-//! becomes the last event id (MCP servers send such "priming" events). Nothing grows past the
+//! line ends, a leading BOM. An event with no `data` field is not dispatched (an empty `data:`
+//! line is: its data is the empty string), but its `id` still becomes the last event id (MCP
+//! servers send such "priming" events). Nothing grows past the
 //! 8 MiB frame cap.
 
 use crate::jsonrpc::frame::MAX_FRAME;

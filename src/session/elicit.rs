@@ -1,7 +1,8 @@
-//! Elicitation for `nod mcp tool call`: a policy that answers at once (`--elicit`), values
-//! given in advance (`--elicit-answer`, checked against the requested schema), or a person
-//! asked by the front end. `fail` and asking both hand the request to the front end, which
-//! reports a typed input-required result (as `nod ask` will) or prompts on the terminal.
+//! The client's answer to a server's elicitation, for every surface: a policy that answers at
+//! once (`--elicit`), values given in advance (`--elicit-answer`, checked against the
+//! requested schema), or a person asked by the front end (`nod mcp` on a terminal, the agent's
+//! surfaces through `Asked`, ACP relaying to its client). `fail` and asking both hand the
+//! request to the front end, which reports a typed input-required result or asks.
 
 use std::sync::Arc;
 

@@ -646,9 +646,10 @@ fn initialize_error(err: CallError, startup: Duration) -> anyhow::Error {
             let limit = Limit { setting: "startup_timeout_ms", value: startup, stretched: None };
             anyhow::Error::new(CallError::Timeout { after, limit: Some(limit) }).context("initialize")
         }
-        // Only when the server says so: it speaks MCP 2026-07-28.
+        // Only when the server says so: it speaks MCP 2026-07-28 only (an entry pinned to an
+        // older revision, or a server that changed its mind after its probe went unanswered).
         CallError::Rpc(error) if names_2026(&error) => anyhow::Error::new(CallError::Rpc(error))
-            .context("the server requires a newer MCP revision (2026-07-28), which nod does not implement"),
+            .context("the server speaks only MCP 2026-07-28 and refused initialize (protocol_version \"auto\" or \"2026-07-28\" reaches it)"),
         CallError::Rpc(error) => anyhow::Error::new(CallError::Rpc(error)).context("the server refused initialize"),
         CallError::Disconnected(cause) if matches!(*cause, TransportError::ClosedByClient) => {
             anyhow!("connection closed during initialize")

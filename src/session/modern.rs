@@ -10,10 +10,10 @@ use crossbeam_channel::{Sender, at, select};
 use serde_json::{Value, json};
 
 use super::{Call, CallError, CallUpdate, PROGRESS_CAP_FACTOR, PendingCall, ProgressPolicy, Request, Session};
-use crate::util::JoinOnDrop;
 use super::{INSTRUCTIONS_BYTES, catalog, initialize_error, truncate};
 use crate::mcp::{Version, headers, method};
 use crate::transport::{RequestMeta, TransportError};
+use crate::util::JoinOnDrop;
 
 /// Rounds of input one 2026-07-28 request may ask for.
 pub(super) const MAX_INPUT_ROUNDS: u32 = 10;

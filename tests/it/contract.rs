@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use nod::jsonrpc::{ResponseError, encode_notification, encode_request};
+use nod::mcp::Version;
 use nod::transport::child::Spawn;
 use nod::transport::http::{self, HttpSpec};
-use nod::mcp::Version;
 use nod::transport::{
     ConnId, Link, NotifyKind, Outbound, Report, RequestMeta, Router, TransportError, WorkerHandle, stdio,
 };

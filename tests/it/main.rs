@@ -21,10 +21,10 @@ mod catalog;
 mod cli;
 /// The worker contract, the same for stdio, Streamable HTTP and legacy SSE workers.
 mod contract;
-/// The agent's floors: tools by identity, rules on built-ins, marked text, one set-up.
-mod floors;
 /// Misbehaving servers: crashes, hangs, floods, broken framing, version trouble.
 mod faults;
+/// The agent's floors: tools by identity, rules on built-ins, marked text, one set-up.
+mod floors;
 /// Per-command help, typo suggestions, completions, doctor's findings, diagnoses, wording.
 mod guidance;
 /// Remote servers misbehaving over HTTP: sessions, streams, storms, credentials, legacy SSE.

@@ -438,8 +438,8 @@ fn a_dropped_call_joins_the_thread_of_its_input_round() {
     let (asked_tx, asked) = crossbeam_channel::unbounded();
     let handler = Arc::new(Silent(Mutex::default(), asked_tx));
     let engine = nod::dispatch::Engine::start();
-    let session = nod::session::Session::connect(&engine, &loaded.servers[0], handler, &Default::default())
-        .expect("connect");
+    let session =
+        nod::session::Session::connect(&engine, &loaded.servers[0], handler, &Default::default()).expect("connect");
     let mut call = session.call_tool("elicit", &json!({}), None);
     let wait = Duration::from_secs(10);
     match call.updates().recv_timeout(wait) {

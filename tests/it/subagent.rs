@@ -113,7 +113,10 @@ fn a_named_child_remembers_refuses_a_second_message_at_once_and_keeps_its_tools(
     ]);
     ask(&env, &model, &["PARENT: keep notes"]).run().code(0).within(60.0).stdout_has("Parent done.");
     let results = results_of(&model, "PARENT");
-    assert_eq!((results[0]["ok"].clone(), results[0]["result"].clone()), (json!(true), json!(marked("scribe", "Noted: blue."))));
+    assert_eq!(
+        (results[0]["ok"].clone(), results[0]["result"].clone()),
+        (json!(true), json!(marked("scribe", "Noted: blue.")))
+    );
     assert_eq!(results[1]["error"]["code"], "agent_busy", "{}", results[1]);
     assert_eq!(results[1]["agent"], "scribe");
     assert_eq!(results[2]["result"], marked("scribe", "You said blue."), "{}", results[2]);

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use serde_json::{Map, Value, json};
 
-use super::permissions::Policy;
 use super::outcome::Outcome;
+use super::permissions::Policy;
 use super::{Agent, Answer, Approval, Elicited, Level, Options, Report, Status, Surface};
 use crate::provider::ToolCall;
 use crate::session::elicit::Asked;

@@ -89,7 +89,9 @@ impl View {
         let policy = &parent.policy;
         let catalog = &parent.catalog;
         let denied = |alias: &str| {
-            catalog.subject(alias).is_none_or(|s| matches!(policy.decide(&s, "*", Sensitivity::Sensitive), Decision::Deny(_)))
+            catalog
+                .subject(alias)
+                .is_none_or(|s| matches!(policy.decide(&s, "*", Sensitivity::Sensitive), Decision::Deny(_)))
         };
         let reads_denied = policy.always_denied(&Subject::Builtin(crate::agent::builtin::READ_RESOURCE));
         let mut candidates: Vec<Candidate> = Vec::new();

@@ -74,13 +74,15 @@ struct Shell<'a> {
 
 impl<'a> Shell<'a> {
     fn start(globals: Globals, ctx: &'a Context) -> anyhow::Result<Shell<'a>> {
-        let setup = super::setup::prepare(&super::setup::Surface::Shell, &globals, &ctx.redactor, &super::setup::process_env)?;
+        let setup =
+            super::setup::prepare(&super::setup::Surface::Shell, &globals, &ctx.redactor, &super::setup::process_env)?;
         for issue in &setup.issues {
             eprintln!("! {issue}");
         }
         let no_model = setup.provider.as_ref().err().cloned();
-        let history =
-            (!setup.settings.prompt_history_off).then(|| config::home().ok().map(|h| h.join("prompt_history"))).flatten();
+        let history = (!setup.settings.prompt_history_off)
+            .then(|| config::home().ok().map(|h| h.join("prompt_history")))
+            .flatten();
         let mut input = Input::open(history);
         let notify = input.notifier();
         let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();

@@ -7,9 +7,9 @@ use std::io::Read;
 use std::sync::Arc;
 
 use super::shared::{Legacy, Post, Shared, StreamKey, lock, net_error};
-use crate::transport::TransportError;
 use crate::jsonrpc;
 use crate::net::{self, Method, sse};
+use crate::transport::TransportError;
 
 pub(super) fn start_legacy(shared: &Arc<Shared>, sse_url: &str) {
     {

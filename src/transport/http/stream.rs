@@ -15,9 +15,9 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 use super::shared::{Shared, StreamKey, lock, net_error};
-use crate::transport::TransportError;
 use crate::jsonrpc::{self, Message};
 use crate::net::{self, Method, sse};
+use crate::transport::TransportError;
 
 /// Consecutive resumptions that deliver no event before the stream is given up.
 const MAX_EMPTY_RESUMES: u32 = 5;
