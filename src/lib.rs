@@ -32,7 +32,7 @@ pub mod config;
 pub mod dispatch;
 pub mod jsonrpc;
 pub mod mcp;
-pub mod net;
+pub(crate) mod net;
 pub mod oauth;
 pub mod provider;
 pub mod session;

@@ -32,7 +32,7 @@ pub mod meta {
     pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 }
 
-pub mod headers;
+pub(crate) mod headers;
 
 /// A protocol revision nod can speak: the `initialize`-era ones (legacy) and the stateless
 /// 2026-07-28 (modern: every request carries its own `_meta`, no handshake).

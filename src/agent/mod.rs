@@ -7,22 +7,22 @@
 //! servers send (through the surface). A `Trigger` cancels a turn: the model request and the
 //! turn's MCP calls (one call group) are cancelled at once, on the wire.
 
-pub mod builtin;
+pub(crate) mod builtin;
 mod call;
 pub use call::preview;
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod limits;
 pub mod names;
-pub mod outcome;
+pub(crate) mod outcome;
 pub mod permissions;
-pub mod prompt;
+pub(crate) mod prompt;
 mod reach;
-pub mod search;
+pub(crate) mod search;
 pub mod subagent;
 #[cfg(test)]
 mod tests;
-pub mod text;
-pub mod tools;
+pub(crate) mod text;
+pub(crate) mod tools;
 mod turn;
 
 use std::sync::Arc;

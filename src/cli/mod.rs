@@ -5,13 +5,13 @@
 
 mod ask;
 mod build;
-pub mod complete;
-pub mod help;
+pub(crate) mod complete;
+pub(crate) mod help;
 mod lex;
-pub mod man;
+pub(crate) mod man;
 mod parse;
 mod prose;
-pub mod suggest;
+pub(crate) mod suggest;
 
 use std::path::PathBuf;
 use std::time::Duration;

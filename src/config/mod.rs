@@ -1,15 +1,15 @@
 //! Server configuration. Problems are data (`ConfigIssue`), never a failure of the whole
 //! load: a bad entry is reported with its name and the fix, and the good entries still load.
 
-pub mod acp;
-pub mod agent;
-pub mod merge;
+pub(crate) mod acp;
+pub(crate) mod agent;
+pub(crate) mod merge;
 pub mod profile;
-pub mod project;
+pub(crate) mod project;
 mod server;
-pub mod settings;
+pub(crate) mod settings;
 mod url;
-pub mod write;
+pub(crate) mod write;
 
 pub use server::{MAX_TIMEOUT_MS, OAuthConfig, RemoteConfig, ServerConfig, StdioConfig, Transport};
 

@@ -4,8 +4,8 @@
 //! origin only, URL helpers, and the one SSE parser that MCP transports and the model
 //! provider share.
 
-pub mod sse;
-pub mod url;
+pub(crate) mod sse;
+pub(crate) mod url;
 
 use std::time::Duration;
 

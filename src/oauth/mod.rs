@@ -13,11 +13,11 @@
 //! refresh cannot answer fails with `AuthError::Required` ("run nod mcp auth <name>").
 
 mod authorize;
-pub mod discovery;
+pub(crate) mod discovery;
 pub mod flow;
 mod http;
 mod register;
-pub mod store;
+pub(crate) mod store;
 mod token;
 
 pub use register::logout;

@@ -5,14 +5,14 @@
 
 pub mod catalog;
 pub mod elicit;
-pub mod envelope;
+pub(crate) mod envelope;
 pub mod fleet;
 mod modern;
 use modern::Era;
 mod remote;
-pub mod revisions;
+pub(crate) mod revisions;
 pub mod runtime;
-pub mod schema;
+pub(crate) mod schema;
 pub mod supervisor;
 
 pub use remote::uses_oauth;
@@ -649,7 +649,7 @@ fn initialize_error(err: CallError, startup: Duration) -> anyhow::Error {
         // Only when the server says so: it speaks MCP 2026-07-28 only (an entry pinned to an
         // older revision, or a server that changed its mind after its probe went unanswered).
         CallError::Rpc(error) if names_2026(&error) => anyhow::Error::new(CallError::Rpc(error))
-            .context("the server speaks only MCP 2026-07-28 and refused initialize (protocol_version \"auto\" or \"2026-07-28\" reaches it)"),
+            .context("the server refused initialize: it speaks only a newer MCP revision (2026-07-28; protocol_version \"auto\" or \"2026-07-28\" reaches it)"),
         CallError::Rpc(error) => anyhow::Error::new(CallError::Rpc(error)).context("the server refused initialize"),
         CallError::Disconnected(cause) if matches!(*cause, TransportError::ClosedByClient) => {
             anyhow!("connection closed during initialize")

@@ -17,7 +17,8 @@
 
 pub mod child;
 pub mod http;
-pub mod memory;
+#[cfg(test)]
+pub(crate) mod memory;
 pub mod stdio;
 
 use std::sync::{Arc, Mutex, PoisonError};
