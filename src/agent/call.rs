@@ -172,7 +172,11 @@ impl Agent {
             return Ran::Malformed(Outcome::failed(row.name, format!("{} requires {missing}.", row.name)));
         }
         let target = (row.target)(args);
-        let approval = Approval::builtin(row.name, args.clone());
+        let mut approval = Approval::builtin(row.name, args.clone());
+        if row.name == builtin::READ_RESOURCE {
+            // A read names its server, like every MCP call.
+            approval.server = args.get("server").and_then(Value::as_str).map(str::to_string);
+        }
         let subject = Subject::Builtin(row.name);
         if let Err(ran) = self.permit(&subject, &target, row.sensitivity, &approval, calling.surface, calling.notes) {
             return ran;
@@ -217,7 +221,7 @@ impl Agent {
         }
         let session = match self.reach.session(&self.runtime, TOOL, &server) {
             Ok(session) => session,
-            Err(failure) => return Ran::Done(failure.into()),
+            Err(failure) => return Ran::Done(self.marked_failure(failure, &server).into()),
         };
         let target = format!("{server}:{uri}");
         let admit = self.admit(Subject::Builtin(TOOL), target, Sensitivity::ReadOnly, &server, false);
@@ -423,6 +427,18 @@ impl Agent {
                     return Err(Ran::End(CallEnd::Interrupted, None));
                 }
             }
+        }
+    }
+
+    /// A failure whose message may quote a server (its state, its stderr when it crashed),
+    /// marked as that server's text and redacted.
+    fn marked_failure(&self, failure: Failure, server: &str) -> Failure {
+        match failure {
+            Failure::Execution { tool, message } => {
+                let message = self.marker.marked(Source::Mcp, &[("server", server)], &message, self.limits.tool_result, &tool);
+                Failure::Execution { tool, message }
+            }
+            other => other,
         }
     }
 

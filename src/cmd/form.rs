@@ -209,11 +209,20 @@ fn describe(io: &mut dyn Prompter, request: &Approval) {
     }
 }
 
+/// What "for this session" covers: one tool, or one server's resources.
+fn scope(request: &Approval) -> String {
+    match (&request.server, request.tool.as_str()) {
+        (Some(server), crate::agent::builtin::READ_RESOURCE) => format!("reading {server}'s resources"),
+        (Some(_), _) => "this MCP tool".to_string(),
+        (None, tool) => tool.to_string(),
+    }
+}
+
 /// `nod ask --prompt-permissions` (agent-reference 1.7): y once, a for the session, else no.
 pub fn approve_brief(io: &mut dyn Prompter, request: &Approval) -> Answer {
     io.say("nod wants to run:\n");
     describe(io, request);
-    match io.line("[y] once  [a] always this session  [n] deny > ") {
+    match io.line(&format!("[y] once  [a] {} for this session  [n] deny > ", scope(request))) {
         Reply::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
             "y" | "yes" => Answer::Once,
             "a" => Answer::Session,
@@ -229,7 +238,7 @@ pub fn approve_brief(io: &mut dyn Prompter, request: &Approval) -> Answer {
 pub fn approve(io: &mut dyn Prompter, request: &Approval) -> Answer {
     io.say("Allow this MCP tool call?\n");
     describe(io, request);
-    io.say("  1. Yes   2. Allow this MCP tool for this session   3. No\n");
+    io.say(&format!("  1. Yes   2. Allow {} for this session   3. No\n", scope(request)));
     loop {
         let line = match io.line("choose 1-3 (text after the number is sent to nod as a note) > ") {
             Reply::Line(line) => line,

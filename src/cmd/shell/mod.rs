@@ -45,6 +45,16 @@ pub fn run(globals: Globals, ctx: &Context) -> Exit {
     };
     let exit = shell.repl();
     shell.agent.runtime().shutdown();
+    // A start that the shutdown could not end (a slow network connect) is given 5 s.
+    if let Some(starting) = shell.starting.take() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !starting.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if starting.is_finished() {
+            let _ = starting.join();
+        }
+    }
     exit
 }
 
@@ -70,6 +80,9 @@ struct Shell<'a> {
     current: Arc<Mutex<Arc<Runtime>>>,
     /// Lines from other threads.
     notify: Notify,
+    /// The background start of the optional servers: joined at exit, after the shutdown made
+    /// any start still under way fail, so no server it spawned outlives the shell.
+    starting: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<'a> Shell<'a> {
@@ -120,6 +133,7 @@ impl<'a> Shell<'a> {
             tokens: (0, 0),
             current,
             notify,
+            starting: None,
         };
         shell.on_terminate();
         if shell.trust_prompt(&loaded) {
@@ -159,9 +173,12 @@ impl<'a> Shell<'a> {
         }
         let ctx = self.ctx.clone();
         let notify = self.notify.clone();
-        let _ = std::thread::Builder::new().name("nod-start".into()).spawn(move || {
-            runtime.start_each(|_| true, &|name, state| notify(&settle_line(&runtime, name, state, &ctx)));
-        });
+        self.starting = std::thread::Builder::new()
+            .name("nod-start".into())
+            .spawn(move || {
+                runtime.start_each(|_| true, &|name, state| notify(&settle_line(&runtime, name, state, &ctx)));
+            })
+            .ok();
     }
 
     /// Questions outside a turn, interrupted by Ctrl-C.
