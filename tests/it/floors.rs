@@ -221,3 +221,44 @@ fn built_ins_are_offered_from_one_table_on_every_surface() {
         ["capability_search", "mcp_select_tool", "mcp_read_resource", "subagent"]
     );
 }
+
+#[test]
+fn settings_apply_alike_on_every_surface() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    settings(
+        &env,
+        json!({ "permission_mode": "full-access", "first_call_tool_choice": "none", "max_agent_steps": 1,
+            "permission": { "mcp_fx_echo": "deny" } }),
+    );
+    let first = |model: &Model| model.requests()[0]["tool_choice"].clone();
+    // nod ask
+    let model = looping(3);
+    let out = ask(&env, &model, &["loop"]).run();
+    out.code(0).within(30.0).stderr_has("full access").stderr_has("1 deny rule is not applied");
+    assert_eq!((model.requests().len(), first(&model)), (1, json!("none")), "nod ask");
+    // the shell, from a pipe
+    let model = looping(3);
+    let out = env
+        .nod(Vec::<String>::new())
+        .env("NOD_BASE_URL", model.url())
+        .env("NOD_MODEL", "fake-model")
+        .stdin("loop\n/exit\n")
+        .timeout(60)
+        .run();
+    out.within(30.0).stderr_has("permissions full-access").stderr_has("1 deny rule is not applied");
+    assert_eq!((model.requests().len(), first(&model)), (1, json!("none")), "the shell");
+    // ACP
+    let model = looping(3);
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let answer = client.call("session/new", json!({ "cwd": cwd(&env), "mcpServers": [fixture_server(&env, "fx")] }));
+    assert_eq!(answer["result"]["modes"]["currentModeId"], "full-access", "{answer}");
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    let id = prompt(&mut client, &session, "loop");
+    assert_eq!(client.until_answer(id)["result"]["stopReason"], "max_turn_requests");
+    assert_eq!((model.requests().len(), first(&model)), (1, json!("none")), "ACP");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+    env.assert_no_leftovers();
+}
