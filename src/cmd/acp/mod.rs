@@ -310,12 +310,13 @@ impl AgentSide {
         }
         let side = self.clone();
         let spawned = std::thread::Builder::new().name("nod-acp-turn".into()).spawn(move || {
-            let mut surface =
-                AcpSurface { side: side.clone(), session: session.clone(), trigger: trigger.clone(), call: None };
+            let mut surface = AcpSurface::new(side.clone(), session.clone(), trigger.clone());
             let report = {
                 let mut agent = lock(&session.agent);
                 agent.turn(&text, &mut surface, &trigger)
             };
+            // Every call shown ends before the answer below (ACP's prompt-turn rule).
+            surface.end_turn(report.status);
             *lock(&session.running) = None;
             match report.status {
                 Status::Completed if report.step_limit => {
