@@ -218,9 +218,9 @@ pub(crate) fn every_call_ended_before_the_answer(client: &Client, id: i64) -> Ve
             client.transcript()
         );
     }
-    let late: Vec<&Value> = client.wire[answered..].iter().filter(|(to, m)| !*to && is_call(m)).map(|(_, m)| m).collect();
-    let late: Vec<&&Value> =
-        late.iter().filter(|m| last.iter().any(|(c, _)| update(m)["toolCallId"] == c.as_str())).collect();
+    let ours = |m: &Value| last.iter().any(|(c, _)| update(m)["toolCallId"] == c.as_str());
+    let late: Vec<&Value> =
+        client.wire[answered..].iter().filter(|(to, m)| !*to && is_call(m) && ours(m)).map(|(_, m)| m).collect();
     assert!(late.is_empty(), "updates of the turn's calls after its answer: {late:?}");
     last
 }

@@ -71,7 +71,7 @@ pub fn run(acp: Acp, ctx: &Context) -> Exit {
     for incoming in wire::incoming(stdin.lock()) {
         match incoming {
             Ok(msg) => agent.dispatch(msg),
-            Err(Unreadable { id, error }) => agent.peer.fail(&id, error),
+            Err(Unreadable { id, code, message }) => agent.peer.error(&id, code, &message),
         }
     }
     agent.close_all();

@@ -103,7 +103,7 @@ impl Surface for AcpSurface {
 
     fn tool_finished(&mut self, _name: &str, ok: bool, _detail: &str, result: &str) {
         let Some((id, _)) = self.call.take() else { return };
-        self.end(&id, ok, &crate::agent::text::cut(result, 64 * 1024));
+        self.end(&id, ok, crate::agent::text::cut(result, 64 * 1024));
     }
 
     fn notice(&mut self, _level: Level, text: &str) {

@@ -19,10 +19,12 @@ use crate::util::Trigger;
 /// The client's answer to one of nod's requests.
 pub(super) type Answer = Result<Value, ResponseError>;
 
-/// A line that is no message: answered with `error`, to `id` when the line had a readable one.
+/// A line that is no message: answered with error `code`, to `id` when the line had a
+/// readable one.
 pub(super) struct Unreadable {
     pub id: Value,
-    pub error: ResponseError,
+    pub code: i64,
+    pub message: String,
 }
 
 /// The client's messages, one a line, until its end of stream. A bad line is an `Unreadable`
@@ -32,10 +34,11 @@ pub(super) fn incoming(input: impl BufRead) -> impl Iterator<Item = Result<Messa
         Ok(line) => decode(&line),
         Err(FrameError::TooLarge) => Err(Unreadable {
             id: Value::Null,
-            error: ResponseError::new(INVALID_REQUEST, format!("message over {} MiB; ignored", MAX_FRAME >> 20)),
+            code: INVALID_REQUEST,
+            message: format!("message over {} MiB; ignored", MAX_FRAME >> 20),
         }),
         Err(err @ FrameError::NotUtf8) => {
-            Err(Unreadable { id: Value::Null, error: ResponseError::new(PARSE_ERROR, format!("not JSON: {err}")) })
+            Err(Unreadable { id: Value::Null, code: PARSE_ERROR, message: format!("not JSON: {err}") })
         }
     })
 }
@@ -45,10 +48,11 @@ pub(super) fn incoming(input: impl BufRead) -> impl Iterator<Item = Result<Messa
 fn decode(line: &[u8]) -> Result<Message, Unreadable> {
     let value: Value = serde_json::from_slice(line).map_err(|err| Unreadable {
         id: Value::Null,
-        error: ResponseError::new(PARSE_ERROR, format!("not JSON: {err}")),
+        code: PARSE_ERROR,
+        message: format!("not JSON: {err}"),
     })?;
     let id = value.get("id").filter(|id| id.is_string() || id.is_number()).cloned().unwrap_or(Value::Null);
-    jsonrpc::from_value(value).map_err(|err| Unreadable { id, error: ResponseError::new(INVALID_REQUEST, err.to_string()) })
+    jsonrpc::from_value(value).map_err(|err| Unreadable { id, code: INVALID_REQUEST, message: err.to_string() })
 }
 
 /// nod's side of the wire: one writer for every thread (a message is one write of one line,
@@ -68,11 +72,7 @@ impl Peer {
     }
 
     pub fn error(&self, id: &Value, code: i64, message: &str) {
-        self.fail(id, ResponseError::new(code, message));
-    }
-
-    pub fn fail(&self, id: &Value, error: ResponseError) {
-        self.write(&jsonrpc::encode_response(id, &Err(error)));
+        self.write(&jsonrpc::encode_response(id, &Err(ResponseError::new(code, message))));
     }
 
     pub fn notify(&self, method: &str, params: Value) {
@@ -127,12 +127,14 @@ mod tests {
     use super::*;
 
     fn read(text: &str) -> Vec<Result<Message, (Value, i64)>> {
-        incoming(text.as_bytes()).map(|m| m.map_err(|u| (u.id, u.error.code))).collect()
+        incoming(text.as_bytes()).map(|m| m.map_err(|u| (u.id, u.code))).collect()
     }
 
     #[test]
     fn bad_lines_are_answered_to_their_id_when_it_can_be_read() {
-        let got = read("not json\n{\"id\":7,\"method\":\"initialize\"}\n[1]\n{\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\"}\n");
+        let got = read(
+            "not json\n{\"id\":7,\"method\":\"initialize\"}\n[1]\n{\"jsonrpc\":\"2.0\",\"method\":\"session/cancel\"}\n",
+        );
         assert_eq!(
             got,
             [
