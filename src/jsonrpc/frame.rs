@@ -3,7 +3,8 @@
 //!
 //! `FrameReader` is fed whatever bytes a non-blocking read returned and hands back complete
 //! lines. It never buffers more than `MAX_FRAME` bytes of an unfinished line, so a server that
-//! writes an endless line costs nod 8 MiB, not all of its memory.
+//! writes an endless line costs nod 8 MiB, not all of its memory. `Lines` frames a blocking
+//! reader the same way (nod's own stdin as an ACP agent), and goes on after a bad line.
 
 /// The largest frame nod sends or accepts, newline excluded.
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
@@ -76,6 +77,80 @@ impl FrameReader {
     /// Bytes held for an unfinished line.
     pub fn buffered(&self) -> usize {
         self.buf.len()
+    }
+}
+
+/// The frames of a blocking reader, by the same rules as `FrameReader`, except that a bad
+/// line is one `Err` item and not the end: a line over the cap is read to its newline and
+/// dropped (at most `MAX_FRAME` bytes of it held), so a peer that sent one oversized request
+/// can still be answered and go on. Ends at end of stream or on a read error.
+pub struct Lines<R> {
+    input: R,
+}
+
+impl<R: std::io::BufRead> Lines<R> {
+    pub fn new(input: R) -> Lines<R> {
+        Lines { input }
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for Lines<R> {
+    type Item = Result<Vec<u8>, FrameError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (mut line, too_large, ended) = self.read_line()?;
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if too_large || line.len() > MAX_FRAME {
+                return Some(Err(FrameError::TooLarge));
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                if ended {
+                    return None;
+                }
+                continue;
+            }
+            if std::str::from_utf8(&line).is_err() {
+                return Some(Err(FrameError::NotUtf8));
+            }
+            return Some(Ok(line));
+        }
+    }
+}
+
+impl<R: std::io::BufRead> Lines<R> {
+    /// One line without its newline: (the bytes, whether it was over the cap and dropped,
+    /// whether the stream ended instead of a newline). `None` at the end of the stream.
+    fn read_line(&mut self) -> Option<(Vec<u8>, bool, bool)> {
+        let mut line = Vec::new();
+        let mut too_large = false;
+        loop {
+            let buffer = match self.input.fill_buf() {
+                Ok(buffer) => buffer,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            };
+            if buffer.is_empty() {
+                return (too_large || !line.is_empty()).then_some((line, too_large, true));
+            }
+            let newline = memchr(b'\n', buffer);
+            let chunk = &buffer[..newline.unwrap_or(buffer.len())];
+            // One byte of room for a `\r` before the newline, which is not part of the frame.
+            if !too_large && line.len() + chunk.len() > MAX_FRAME + 1 {
+                too_large = true;
+                line = Vec::new();
+            }
+            if !too_large {
+                line.extend_from_slice(chunk);
+            }
+            let used = newline.map_or(buffer.len(), |at| at + 1);
+            self.input.consume(used);
+            if newline.is_some() {
+                return Some((line, too_large, false));
+            }
+        }
     }
 }
 
@@ -163,6 +238,25 @@ mod tests {
             }
             assert_eq!(memchr(b'\n', &vec![0x8a; len]), None);
         }
+    }
+
+    #[test]
+    fn blocking_lines_go_on_after_an_oversized_or_invalid_line() {
+        let mut input = vec![b'x'; MAX_FRAME + 10];
+        input.extend_from_slice(b"\n{\"a\":1}\r\n \n\xff\n");
+        let mut exact = vec![b'y'; MAX_FRAME];
+        exact.extend_from_slice(b"\r\nlast");
+        input.extend_from_slice(&exact);
+        let got: Vec<Result<usize, FrameError>> =
+            Lines::new(std::io::BufReader::with_capacity(4096, &input[..])).map(|l| l.map(|l| l.len())).collect();
+        assert_eq!(
+            got,
+            [Err(FrameError::TooLarge), Ok(7), Err(FrameError::NotUtf8), Ok(MAX_FRAME), Ok(4)],
+            "the oversized line is dropped, blank lines skipped, a last line without newline kept"
+        );
+        let over_at_end = vec![b'z'; MAX_FRAME + 2];
+        let got: Vec<_> = Lines::new(&over_at_end[..]).collect();
+        assert_eq!(got, [Err(FrameError::TooLarge)]);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! JSON-RPC 2.0 messages as MCP uses them: parsing untrusted frames into a closed `Message`
-//! enum, and writing nod's own requests, notifications and responses.
+//! enum, and writing nod's own requests, notifications and responses. `frame` cuts a byte
+//! stream into messages; `queue` keeps nod's requests that wait for an answer.
 //!
 //! Request ids from a server are kept as raw JSON values so they are echoed with their exact
 //! type (MSG-8). nod's own ids are integers that are never reused on a connection (MSG-2).
 
 pub mod frame;
+pub mod queue;
 
 use serde_json::{Map, Value, json};
 

@@ -184,6 +184,47 @@ impl Client {
     }
 }
 
+/// ACP's prompt-turn rule: every tool call announced while prompt `id` ran has a last
+/// update with status `completed` or `failed`, and it came before the prompt's answer.
+/// Returns the ids of those calls with their final update.
+pub(crate) fn every_call_ended_before_the_answer(client: &Client, id: i64) -> Vec<(String, Value)> {
+    let asked = client.wire.iter().position(|(to, m)| *to && m["id"] == id && m["method"].is_string());
+    let asked = asked.unwrap_or_else(|| panic!("prompt {id} was never sent"));
+    let answered = client.wire.iter().position(|(to, m)| !*to && m["id"] == id && m.get("method").is_none());
+    let answered = answered.unwrap_or_else(|| panic!("prompt {id} was not answered: {}", client.transcript()));
+    let update = |m: &Value| m["params"]["update"].clone();
+    let is_call = |m: &Value| {
+        m["method"] == "session/update"
+            && matches!(m["params"]["update"]["sessionUpdate"].as_str(), Some("tool_call" | "tool_call_update"))
+    };
+    let mut last: Vec<(String, Value)> = Vec::new();
+    for (to, m) in &client.wire[asked..answered] {
+        if *to || !is_call(m) {
+            continue;
+        }
+        let u = update(m);
+        let call = u["toolCallId"].as_str().unwrap_or("").to_string();
+        match last.iter_mut().find(|(c, _)| *c == call) {
+            Some(entry) if u.get("status").is_some() => entry.1 = u,
+            Some(_) => {}
+            None => last.push((call, u)),
+        }
+    }
+    assert!(!last.is_empty(), "no tool call in the turn: {}", client.transcript());
+    for (call, u) in &last {
+        assert!(
+            matches!(u["status"].as_str(), Some("completed" | "failed")),
+            "tool call {call} has no final status before the answer (last: {u}):\n{}",
+            client.transcript()
+        );
+    }
+    let ours = |m: &Value| last.iter().any(|(c, _)| update(m)["toolCallId"] == c.as_str());
+    let late: Vec<&Value> =
+        client.wire[answered..].iter().filter(|(to, m)| !*to && is_call(m) && ours(m)).map(|(_, m)| m).collect();
+    assert!(late.is_empty(), "updates of the turn's calls after its answer: {late:?}");
+    last
+}
+
 pub(crate) fn fixture_server(env: &Env, name: &str) -> Value {
     json!({ "name": name, "command": FIXTURE, "args": ["--record", env.record_path()],
         "env": [{ "name": "NOD_IT_MARKER", "value": env.marker_env()["NOD_IT_MARKER"] }] })
@@ -360,6 +401,10 @@ fn cancel_during_a_tool_call_cancels_it_on_the_wire_and_the_prompt_answers_cance
     client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
     let answer = client.answer_of(id, |r| panic!("unexpected {r}"));
     assert_eq!(answer["result"], json!({ "stopReason": "cancelled" }), "{answer}");
+    // The running call ends as failed before the answer, so an editor stops its spinner.
+    let ended = every_call_ended_before_the_answer(&client, id);
+    let hang = ended.iter().find(|(_, u)| u["status"] == "failed").expect("the hang call failed");
+    assert_eq!(hang.1["content"][0]["content"]["text"], "cancelled", "{hang:?}");
     let cancelled = env.wait_for_wire("notifications/cancelled", Duration::from_secs(20));
     assert_eq!(cancelled["params"]["reason"], "client cancelled");
     // The session goes on.
@@ -530,6 +575,7 @@ fn cancel_while_a_permission_request_is_open_ends_the_turn_cancelled() {
     client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
     let answer = client.until_answer(id);
     assert_eq!(answer["result"], json!({ "stopReason": "cancelled" }), "{answer}");
+    every_call_ended_before_the_answer(&client, id);
     let withdrawn =
         client.seen.iter().any(|m| m["method"] == "$/cancel_request" && m["params"]["requestId"] == asked["id"]);
     assert!(withdrawn, "nod withdraws its open request: {:#?}", client.seen);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::acp::{Client, cwd, fixture_server, prompt};
+use crate::acp::{Client, cwd, every_call_ended_before_the_answer, fixture_server, prompt};
 use crate::ask::{ask, call, settings};
 use crate::model::{Gate, Model, Step, first_user, tool_messages, tool_names};
 use crate::support::{Env, with_method};
@@ -277,6 +277,38 @@ fn a_child_in_acp_asks_through_session_request_permission() {
     assert_eq!(results_of(&model, "PARENT")[0]["result"], marked("run-1", "Child echoed."));
     client.finish();
     assert_eq!(echo_calls(&env.wire()), ["via child"]);
+}
+
+#[test]
+fn cancel_in_acp_ends_the_childs_calls_and_the_parents_before_the_answer() {
+    let env = Env::new();
+    let model = Model::routed(vec![
+        (
+            "WAITING",
+            vec![
+                calls(vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+                calls(vec![call("mcp_fx_echo", json!({ "message": "never" }))]),
+            ],
+        ),
+        ("PARENT", vec![calls(vec![run("WAITING: echo")])]),
+    ]);
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let session = client.new_session(&cwd(&env), json!([fixture_server(&env, "fx")]));
+    let id = prompt(&mut client, &session, "PARENT: delegate");
+    // The child's call waits for permission, shown as a call of its own, when the turn is cancelled.
+    let asked = client.until_method("session/request_permission");
+    assert!(asked["params"]["toolCall"]["title"].as_str().unwrap().starts_with("subagent "), "{asked}");
+    client.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel", "params": { "sessionId": session } }));
+    let answer = client.until_answer(id);
+    assert_eq!(answer["result"], json!({ "stopReason": "cancelled" }), "{answer}");
+    let ended = every_call_ended_before_the_answer(&client, id);
+    let child = asked["params"]["toolCall"]["toolCallId"].as_str().unwrap();
+    assert!(ended.iter().any(|(call, u)| call == child && u["status"] == "failed"), "{ended:?}");
+    assert!(ended.len() >= 2, "the parent's subagent call is there too: {ended:?}");
+    client.finish();
+    assert!(echo_calls(&env.wire()).is_empty());
+    env.assert_no_leftovers();
 }
 
 #[test]
