@@ -435,7 +435,8 @@ impl Agent {
     fn marked_failure(&self, failure: Failure, server: &str) -> Failure {
         match failure {
             Failure::Execution { tool, message } => {
-                let message = self.marker.marked(Source::Mcp, &[("server", server)], &message, self.limits.tool_result, &tool);
+                let message =
+                    self.marker.marked(Source::Mcp, &[("server", server)], &message, self.limits.tool_result, &tool);
                 Failure::Execution { tool, message }
             }
             other => other,

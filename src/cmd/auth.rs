@@ -35,6 +35,7 @@ pub fn auth_with(name: &str, browser: Arc<dyn crate::oauth::Browser>, ctx: &Cont
         fresh: true,
         redactor: ctx.redactor.clone(),
         revisions: crate::session::revisions::default_path(),
+        private_env: crate::config::private_env(&loaded),
     };
     let one = One::connect_with(name, super::one::no_input(), &access, ctx)?;
     if one.session().has("tools") {

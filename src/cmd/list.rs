@@ -30,6 +30,7 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
         fresh: false,
         redactor: ctx.redactor.clone(),
         revisions: crate::session::revisions::default_path(),
+        private_env: crate::config::private_env(&loaded),
     };
     let progressive = !json && super::stdout_is_terminal();
     let enabled: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();

@@ -137,6 +137,7 @@ impl One {
             fresh: false,
             redactor: ctx.redactor.clone(),
             revisions: crate::session::revisions::default_path(),
+            private_env: crate::config::private_names([]),
         };
         One::connect_with(name, handler, &access, ctx)
     }
@@ -150,7 +151,8 @@ impl One {
         let loaded = load_profile(Some(name), ctx)?;
         let config = find_server(&loaded, name)?;
         let engine = start_engine(ctx);
-        let started = Supervised::start(&engine, config, handler, access)
+        let access = Access { private_env: crate::config::private_env(&loaded), ..access.clone() };
+        let started = Supervised::start(&engine, config, handler, &access)
             .and_then(|server| Ok((server.session()?, server)))
             .with_context(|| format!("server {name}"));
         match started {

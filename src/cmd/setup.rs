@@ -137,7 +137,12 @@ impl Setup {
     /// The runtime of this set-up's servers; `access` says how they connect (its redactor is
     /// replaced by the set-up's, so every error from a server is redacted alike).
     pub fn runtime(&self, handler: Arc<dyn crate::dispatch::InboundHandler>, access: Access) -> Arc<Runtime> {
-        let access = Access { redactor: self.options.redactor.clone(), ..access };
+        let private = self.loaded.private_env().into_iter().chain(self.settings.model.api_key_env.clone());
+        let access = Access {
+            redactor: self.options.redactor.clone(),
+            private_env: crate::config::private_names(private),
+            ..access
+        };
         Arc::new(Runtime::new(crate::dispatch::Engine::start(), self.loaded.servers.clone(), handler, access))
     }
 

@@ -145,6 +145,21 @@ impl Loaded {
 
     /// Every configured secret value (environment and header values, the values of the
     /// variables entries read, configured URLs), for redaction.
+    /// The environment variables entries take secrets from (`bearer_token_env`, `header_env`,
+    /// `client_secret_env`): nod's own, which no stdio server inherits.
+    pub fn private_env(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for server in &self.servers {
+            if let Transport::Http(remote) | Transport::Sse(remote) = &server.transport {
+                let client_secret = remote.oauth.as_ref().and_then(|o| o.client_secret_env.clone());
+                out.extend(remote.header_env.iter().map(|(_, var)| var.clone()));
+                out.extend(remote.bearer_token_env.clone());
+                out.extend(client_secret);
+            }
+        }
+        out
+    }
+
     pub fn secrets(&self) -> Vec<String> {
         let mut out = Vec::new();
         for server in &self.servers {
@@ -174,6 +189,22 @@ impl Loaded {
 }
 
 /// Server names: ASCII letters, digits, `_` and `-`.
+/// The variables no stdio server of `loaded` inherits: the model's key (`NOD_API_KEY`,
+/// `OPENAI_API_KEY`, settings' `api_key_env`) and the variables entries take secrets from.
+pub fn private_env(loaded: &Loaded) -> std::sync::Arc<[String]> {
+    let workspace = project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let key_env = settings::path().ok().and_then(|path| agent::load(&path, &workspace).model.api_key_env);
+    private_names(loaded.private_env().into_iter().chain(key_env))
+}
+
+/// The model's fixed key variables and `more`, sorted and without repeats.
+pub fn private_names(more: impl IntoIterator<Item = String>) -> std::sync::Arc<[String]> {
+    let mut names: Vec<String> = ["NOD_API_KEY", "OPENAI_API_KEY"].map(String::from).into_iter().chain(more).collect();
+    names.sort();
+    names.dedup();
+    names.into()
+}
+
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }

@@ -37,8 +37,9 @@ use crate::transport::{ConnId, NotifyKind, TransportError, child::Spawn, stdio};
 /// How far progress notifications may stretch one tool call: this many operation timeouts.
 pub const PROGRESS_CAP_FACTOR: u32 = 10;
 
-/// How a surface lets remote servers authenticate.
-#[derive(Clone, Default)]
+/// How a surface lets servers connect: authentication for remote ones, the environment
+/// stdio ones do not inherit.
+#[derive(Clone)]
 pub struct Access {
     /// Where an authorization flow may show its URL; None: a 401 that a refresh cannot
     /// answer fails with "run nod mcp auth".
@@ -50,6 +51,22 @@ pub struct Access {
     /// Where initialize-era verdicts are remembered (`$NOD_HOME/revisions.json` for the
     /// front ends; None: every connect probes).
     pub revisions: Option<std::path::PathBuf>,
+    /// nod's own secret variables (the model's key, the variables other entries take tokens
+    /// and headers from): no stdio server inherits them. `NOD_API_KEY` and `OPENAI_API_KEY`
+    /// always; front ends add the rest (`config::Loaded::private_env`).
+    pub private_env: Arc<[String]>,
+}
+
+impl Default for Access {
+    fn default() -> Access {
+        Access {
+            browser: None,
+            fresh: false,
+            redactor: Default::default(),
+            revisions: None,
+            private_env: crate::config::private_names([]),
+        }
+    }
 }
 
 pub struct Session {
@@ -239,7 +256,12 @@ impl Session {
         let is_remote = remote.is_some();
         let started = match (&config.transport, remote) {
             (Transport::Stdio(stdio), _) => {
-                let spec = Spawn { argv: stdio.argv.clone(), env: stdio.env.clone(), cwd: stdio.cwd.clone() };
+                let spec = Spawn {
+                    argv: stdio.argv.clone(),
+                    env: stdio.env.clone(),
+                    env_remove: access.private_env.to_vec(),
+                    cwd: stdio.cwd.clone(),
+                };
                 stdio::spawn(link, spec)
             }
             (_, Some(spec)) => http::spawn(link, spec),

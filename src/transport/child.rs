@@ -20,6 +20,9 @@ pub struct Spawn {
     pub argv: Vec<String>,
     /// Overrides on top of the inherited environment.
     pub env: Vec<(String, String)>,
+    /// Inherited variables the server must not see (nod's own secrets); an override in `env`
+    /// still sets one.
+    pub env_remove: Vec<String>,
     pub cwd: Option<PathBuf>,
 }
 
@@ -43,8 +46,11 @@ impl ChildGuard {
         let argv = docker.as_ref().map_or(&spec.argv, |d| &d.argv);
         let (program, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let mut command = Command::new(program);
+        command.args(args);
+        for name in &spec.env_remove {
+            command.env_remove(name);
+        }
         command
-            .args(args)
             .envs(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

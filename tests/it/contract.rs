@@ -100,7 +100,8 @@ fn stdio_worker_keeps_the_contract() {
     let env = Env::new();
     let (link, probe) = link();
     let argv = vec![FIXTURE.to_string(), "--record".into(), env.record_path().to_string_lossy().into_owned()];
-    let worker = stdio::spawn(link, Spawn { argv, env: vec![], cwd: None }).expect("spawn the fixture");
+    let worker =
+        stdio::spawn(link, Spawn { argv, env: vec![], env_remove: vec![], cwd: None }).expect("spawn the fixture");
     worker.send(initialize(1));
     assert_eq!(probe.answer(1)["protocolVersion"], "2025-11-25");
     worker.send(initialized());

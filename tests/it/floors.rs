@@ -262,3 +262,47 @@ fn settings_apply_alike_on_every_surface() {
     assert_eq!(code, Some(0));
     env.assert_no_leftovers();
 }
+
+#[test]
+fn no_stdio_server_inherits_nods_own_secrets_unless_its_entry_names_them() {
+    let env = Env::new();
+    let (fx, _) = server(&env, "fx.jsonl", &[]);
+    let (mut own, _) = server(&env, "own.jsonl", &[]);
+    own["env"]["OPENAI_API_KEY"] = json!("given-on-purpose");
+    env.profile(json!({ "mcp": { "fx": fx, "own": own,
+        "web": { "url": "http://127.0.0.1:9/mcp", "bearer_token_env": "NOD_IT_WEB_TOKEN", "enabled": false } } }));
+    let read = |server: &str, name: &str| {
+        let args = json!({ "name": name }).to_string();
+        let out = env
+            .nod(["mcp", "tool", "call", server, "env", &args])
+            .env("OPENAI_API_KEY", "sk-canary-openai")
+            .env("NOD_API_KEY", "sk-canary-nod")
+            .env("NOD_IT_WEB_TOKEN", "canary-web-token")
+            .env("NOD_IT_PLAIN", "plain-value")
+            .run();
+        out.code(0);
+        out.text()
+    };
+    for name in ["OPENAI_API_KEY", "NOD_API_KEY", "NOD_IT_WEB_TOKEN"] {
+        assert!(read("fx", name).contains("<unset>"), "{name} reached the server");
+    }
+    assert!(read("fx", "NOD_IT_PLAIN").contains("plain-value"), "the rest of the environment is inherited");
+    assert!(read("own", "OPENAI_API_KEY").contains("given-on-purpose"), "an entry may name it in its environment");
+    // The agent's surfaces: the variable settings name for the model's key too.
+    settings(&env, json!({ "api_key_env": "NOD_IT_MODEL_KEY", "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_env" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_env", json!({ "name": "NOD_IT_MODEL_KEY" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    let out = env
+        .nod(["ask", "--no-stdin", "read it"])
+        .env("NOD_BASE_URL", model.url())
+        .env("NOD_MODEL", "fake-model")
+        .env("NOD_IT_MODEL_KEY", "sk-canary-model")
+        .timeout(60)
+        .run();
+    out.code(0);
+    let result = &tool_messages(&model.requests()[2])[1].1;
+    assert!(result.contains("<unset>"), "{result}");
+}

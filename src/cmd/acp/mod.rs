@@ -250,6 +250,7 @@ impl AgentSide {
             fresh: false,
             redactor: self.ctx.redactor.clone(),
             revisions: crate::session::revisions::default_path(),
+            private_env: crate::config::private_names([]),
         };
         let runtime = setup.runtime(handler, access);
         let policy = setup.policy.clone();

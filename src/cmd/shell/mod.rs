@@ -673,6 +673,7 @@ fn new_runtime(loaded: &Loaded, asked: &Sender<Asked>, ctx: &Context) -> Arc<Run
         fresh: false,
         redactor: ctx.redactor.clone(),
         revisions: crate::session::revisions::default_path(),
+        private_env: crate::config::private_env(loaded),
     };
     Arc::new(Runtime::new(crate::dispatch::Engine::start(), loaded.servers.clone(), handler, access))
 }
