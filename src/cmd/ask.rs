@@ -218,6 +218,8 @@ impl Surface for AskSurface {
     fn tool_started(&mut self, name: &str, arguments: &str) {
         if !self.quiet && !self.json {
             let preview = crate::util::terminal_safe(&crate::agent::preview(arguments)).into_owned();
+            // The name is the model's: made terminal-safe like everything else it writes.
+            let name = crate::util::terminal_safe(&crate::util::one_line(name)).into_owned();
             eprintln!("● {name} {preview}");
         }
     }

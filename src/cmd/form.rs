@@ -188,25 +188,84 @@ fn shown(text: &str) -> String {
     terminal_safe(&one_line(text)).into_owned()
 }
 
-/// The label and the arguments of an approval, bounded.
+/// The label and the arguments of an approval: every argument on a line of its own, each
+/// value bounded (saying how much was cut), and every character that shows as nothing (blank
+/// glyphs, invisible and bidi characters, long runs of spaces) written out, so no argument can
+/// hide behind another and nothing is approved that the person could not see.
 fn describe(io: &mut dyn Prompter, request: &Approval) {
-    let mut label = request.tool.clone();
-    if let (Some(server), Some(tool)) = (&request.server, &request.original) {
-        label.push_str(&format!("  (server {server}, tool {})", shown(tool)));
+    let mut label = shown(&request.tool);
+    if let Some(server) = &request.server {
+        match &request.original {
+            Some(tool) => label.push_str(&format!("  (server {}, tool {})", shown(server), shown(tool))),
+            None => label.push_str(&format!("  (server {})", shown(server))),
+        }
     }
     io.say(&format!("  {label}\n"));
     if let Some(agent) = &request.agent {
-        io.say(&format!("  asked by subagent {agent}\n"));
+        io.say(&format!("  asked by subagent {}\n", shown(agent)));
     }
-    let arguments = serde_json::to_string_pretty(&request.arguments).unwrap_or_default();
-    let arguments = terminal_safe(&arguments);
-    let mut preview: String = arguments.chars().take(2048).collect();
-    if preview.len() < arguments.len() {
-        preview.push_str(&format!(" … ({} more bytes)", arguments.len() - preview.len()));
+    match &request.arguments {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, value) in map {
+                io.say(&format!("  {}: {}\n", visible(key, 64), argument(value)));
+            }
+        }
+        Value::Object(_) => io.say("  (no arguments)\n"),
+        other => io.say(&format!("  {}\n", argument(other))),
     }
-    for line in preview.lines() {
-        io.say(&format!("  {line}\n"));
+}
+
+/// One argument's value as shown in an approval: strings as they read, anything else as JSON,
+/// at most `VALUE_CHARS` characters with what was left out counted.
+fn argument(value: &Value) -> String {
+    const VALUE_CHARS: usize = 400;
+    let text = match value {
+        Value::String(text) => format!("\"{}\"", visible(text, usize::MAX)),
+        other => visible(&other.to_string(), usize::MAX),
+    };
+    let total = text.chars().count();
+    if total <= VALUE_CHARS {
+        return text;
     }
+    let head: String = text.chars().take(VALUE_CHARS).collect();
+    format!("{head} … ({} more characters not shown)", total - VALUE_CHARS)
+}
+
+/// `text` on one line with every character that shows as nothing written out as `\u{…}`, and
+/// runs of more than 8 spaces or newlines counted; at most `max` characters of the original.
+pub(crate) fn visible(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().take(max).peekable();
+    while let Some(c) = chars.next() {
+        if c == ' ' || c == '\n' {
+            let mut run = 1;
+            while chars.peek() == Some(&c) {
+                chars.next();
+                run += 1;
+            }
+            let name = if c == ' ' { "spaces" } else { "newlines" };
+            match (c, run) {
+                (' ', n) if n <= 8 => out.push_str(&" ".repeat(n)),
+                ('\n', 1) => out.push_str("\\n"),
+                (_, n) => out.push_str(&format!("⟨{n} {name}⟩")),
+            }
+        } else if blank(c) {
+            out.push_str(&format!("\\u{{{:04X}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Characters a terminal shows as nothing, or that move or reorder what it shows.
+fn blank(c: char) -> bool {
+    c.is_control()
+        || c.is_whitespace()
+        || matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}' | '\u{180E}'
+            | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{2800}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{E0000}'..='\u{E007F}')
 }
 
 /// What "for this session" covers: one tool, or one server's resources.

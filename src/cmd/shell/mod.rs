@@ -832,7 +832,8 @@ impl Surface for ShellSurface<'_> {
         if self.last != '\n' {
             self.out("\n");
         }
-        eprintln!("● {name} {}", terminal_safe(&crate::agent::preview(arguments)));
+        // The name is the model's: made terminal-safe like everything else it writes.
+        eprintln!("● {} {}", terminal_safe(&one_line(name)), terminal_safe(&crate::agent::preview(arguments)));
     }
 
     fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str, _result: &str) {
