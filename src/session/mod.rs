@@ -9,6 +9,7 @@ pub mod envelope;
 pub mod fleet;
 mod modern;
 use modern::Era;
+pub mod query;
 mod remote;
 pub mod revisions;
 pub mod runtime;
