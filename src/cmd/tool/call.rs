@@ -31,6 +31,23 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     call_on(&call, arguments, one.session(), &|| one.live(), asks, ctx)
 }
 
+/// `/mcp tool call` in the shell, on the server its agent uses (`session`, or `live` after a
+/// restart), whose handler hands every question to `receiver`: answered by the call's own
+/// `--elicit` or `--elicit-answer`, else by the person through `person`, as `nod mcp` would.
+pub fn run_live(
+    call: &ToolCall,
+    session: &Session,
+    live: &dyn Fn() -> anyhow::Result<Arc<Session>>,
+    receiver: &Receiver<Asked>,
+    person: &mut dyn Prompter,
+    ctx: &Context,
+) -> anyhow::Result<Exit> {
+    let arguments = if call.jsonl { None } else { Some(args::tool_arguments(&call.arguments)?) };
+    let answering = answering(call)?;
+    let person = (answering == Answering::Ask).then_some(person);
+    call_on(call, arguments, session, live, Asks { receiver, answering: &answering, person }, ctx)
+}
+
 /// Who answers the questions a server asks during a call.
 pub struct Asks<'a, 'p> {
     /// The questions the server's handler did not answer itself.
