@@ -90,7 +90,13 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
 
 /// How a command that returned `result` ends: a broken pipe is success, an interrupt exits
 /// 130, and a failure is reported once (`fallback` is its kind when it has no typed cause).
-pub(super) fn finish(result: anyhow::Result<Exit>, json: bool, server: Option<&str>, fallback: Kind, ctx: &Context) -> Exit {
+pub(super) fn finish(
+    result: anyhow::Result<Exit>,
+    json: bool,
+    server: Option<&str>,
+    fallback: Kind,
+    ctx: &Context,
+) -> Exit {
     let exit = match result {
         Ok(exit) => exit,
         Err(err) if is_broken_pipe(&err) => Exit::Ok,
@@ -173,13 +179,10 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         | Mcp::ResourceComplete { .. }
         | Mcp::PromptList { .. }
         | Mcp::PromptGet { .. }
-        | Mcp::PromptComplete { .. }) => match Query::of(query) {
-            Ok(query) => {
-                let (server, query) = query?;
-                query.run(One::plain(&server, ctx)?.session(), ctx)
-            }
-            Err(_) => unreachable!("every query is a Query"),
-        },
+        | Mcp::PromptComplete { .. }) => {
+            let (server, query) = Query::of(query).expect("every query is a Query")?;
+            query.run(One::plain(&server, ctx)?.session(), ctx)
+        }
     }
 }
 

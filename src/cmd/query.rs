@@ -14,19 +14,34 @@ use crate::session::Session;
 /// One such command, its server left out.
 pub(super) enum Query {
     ToolList,
-    ToolShow { tool: String },
-    ResourceList { templates: bool },
-    ResourceRead { uri: String, output: Option<PathBuf> },
+    ToolShow {
+        tool: String,
+    },
+    ResourceList {
+        templates: bool,
+    },
+    ResourceRead {
+        uri: String,
+        output: Option<PathBuf>,
+    },
     PromptList,
-    PromptGet { name: String, arguments: Option<Value> },
+    PromptGet {
+        name: String,
+        arguments: Option<Value>,
+    },
     /// `resource complete` (a `ref/resource`) or `prompt complete` (a `ref/prompt`).
-    Complete { reference: Value, argument: String, value: String, known: Vec<(String, String)> },
+    Complete {
+        reference: Value,
+        argument: String,
+        value: String,
+        known: Vec<(String, String)>,
+    },
 }
 
 impl Query {
     /// `mcp` as a query, with the server it asks and its arguments read (before any server
-    /// starts, so a usage error costs no connection); `mcp` back when it is none.
-    pub fn of(mcp: Mcp) -> Result<anyhow::Result<(String, Query)>, Mcp> {
+    /// starts, so a usage error costs no connection); None when it is none.
+    pub fn of(mcp: Mcp) -> Option<anyhow::Result<(String, Query)>> {
         let query = match mcp {
             Mcp::ToolList { server } => (server, Query::ToolList),
             Mcp::ToolShow { server, tool } => (server, Query::ToolShow { tool }),
@@ -38,19 +53,17 @@ impl Query {
                 (server, Query::Complete { reference, argument: variable, value, known: context })
             }
             Mcp::PromptList { server } => (server, Query::PromptList),
-            Mcp::PromptGet { server, name, arguments } => {
-                match super::tool::args::prompt_arguments(&arguments) {
-                    Ok(arguments) => (server, Query::PromptGet { name, arguments }),
-                    Err(err) => return Ok(Err(err)),
-                }
-            }
+            Mcp::PromptGet { server, name, arguments } => match super::tool::args::prompt_arguments(&arguments) {
+                Ok(arguments) => (server, Query::PromptGet { name, arguments }),
+                Err(err) => return Some(Err(err)),
+            },
             Mcp::PromptComplete { server, name, argument, value, context } => {
                 let reference = json!({ "type": "ref/prompt", "name": name });
                 (server, Query::Complete { reference, argument, value, known: context })
             }
-            other => return Err(other),
+            _ => return None,
         };
-        Ok(Ok(query))
+        Some(Ok(query))
     }
 
     /// Asks `session` and prints the answer as `nod mcp` does.

@@ -137,7 +137,8 @@ impl InboundHandler for PolicyHandler {
         let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
         let elicitation_id = req.params.get("elicitationId").and_then(Value::as_str).map(str::to_string);
         let schema = if mode == "form" { req.params.get("requestedSchema").cloned() } else { None };
-        let input = InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url, elicitation_id };
+        let input =
+            InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url, elicitation_id };
         if let Some(answer) = answer(&self.answering, &input) {
             responder.respond(Ok(answer));
             return;

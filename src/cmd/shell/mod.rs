@@ -27,9 +27,9 @@ use crate::config::agent::AgentSettings;
 use crate::config::project::Trust;
 use crate::config::{self, Loaded, Severity};
 use crate::provider::{Provider, config as provider_config};
-use crate::session::{Access, Session};
 use crate::session::elicit::{Asked, InputRequired, Policy as ElicitPolicy, PolicyHandler};
 use crate::session::runtime::{Runtime, State};
+use crate::session::{Access, Session};
 use crate::util::{Trigger, one_line, redact_urls, terminal_safe};
 use input::{Asking, Input, Notify};
 
@@ -451,7 +451,7 @@ impl<'a> Shell<'a> {
             // What the user gave is read first, as `nod mcp` reads it before connecting.
             let query = match mcp {
                 Mcp::ToolCall(call) => Err(call),
-                other => Ok(super::Query::of(other).unwrap_or_else(|_| unreachable!("only queries come here"))?.1),
+                other => Ok(super::Query::of(other).expect("only queries come here")?.1),
             };
             let session = self.live_session(&server, ctx)?;
             let runtime = self.agent.runtime().clone();
@@ -482,7 +482,9 @@ impl<'a> Shell<'a> {
                 super::one::find_server(&loaded, name)?;
                 return Err(fail(
                     Kind::Config,
-                    format!("server {name} is not running in this shell (the profile changed since); /mcp reload starts it"),
+                    format!(
+                        "server {name} is not running in this shell (the profile changed since); /mcp reload starts it"
+                    ),
                 ));
             }
             Some(State::Idle) => {

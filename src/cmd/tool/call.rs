@@ -27,7 +27,8 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let handler = Arc::new(PolicyHandler::answering(answering.clone(), Some(asks_tx)));
     let one = One::connect(&call.server, handler, ctx)?;
     let mut term = (answering == Answering::Ask).then(|| Term::stdio(ctx.interrupt.clone()));
-    let asks = Asks { receiver: &asks_rx, answering: &answering, person: term.as_mut().map(|t| t as &mut dyn Prompter) };
+    let asks =
+        Asks { receiver: &asks_rx, answering: &answering, person: term.as_mut().map(|t| t as &mut dyn Prompter) };
     call_on(&call, arguments, one.session(), &|| one.live(), asks, ctx)
 }
 
@@ -69,7 +70,10 @@ fn call_on(
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
     if let Some(why) = super::refusal(session, &call.tool) {
-        return Err(fail(Kind::Protocol, format!("server {}: tool {} {why}; nothing was sent", call.server, call.tool)));
+        return Err(fail(
+            Kind::Protocol,
+            format!("server {}: tool {} {why}; nothing was sent", call.server, call.tool),
+        ));
     }
     if call.jsonl {
         return super::jsonl::run(live, call, &mut Asks { person: None, ..asks }, ctx);

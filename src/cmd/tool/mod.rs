@@ -12,8 +12,8 @@ use super::failure::{Kind, fail};
 use super::render::{row, safe};
 use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
 use crate::session::Session;
-use crate::session::query::Refusal;
 use crate::session::catalog::{self, Kind as Catalog, Listing};
+use crate::session::query::Refusal;
 
 pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
     let server = &session.name;
