@@ -1,8 +1,8 @@
 //! Failures as a user sees them: a kind (the same few words in every JSON error, nod-mcp(1)
 //! JSON OUTPUT), a message, the server it concerns, and the exit code. The kind comes from
 //! the first typed cause in an error's chain (`CallError`, `TransportError`, `AuthError`,
-//! `ConfigError`, the front end's own `Failure`); the message is the chain, with a timeout
-//! naming the setting that ran out and how to change it.
+//! `ConfigError`, `QueryError`, the front end's own `Failure`); the message is the chain,
+//! with a timeout naming the setting that ran out and how to change it.
 
 use serde_json::{Value, json};
 
@@ -10,6 +10,7 @@ use super::Exit;
 use crate::config::ConfigError;
 use crate::dispatch::{CallError, Limit};
 use crate::oauth::AuthError;
+use crate::session::query::QueryError;
 use crate::transport::TransportError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,11 @@ pub fn kind_of(err: &anyhow::Error) -> Option<Kind> {
     err.chain().find_map(|cause| {
         if let Some(failure) = cause.downcast_ref::<Failure>() {
             Some(failure.kind)
+        } else if let Some(query) = cause.downcast_ref::<QueryError>() {
+            Some(match query {
+                QueryError::NotOffered { .. } | QueryError::NotFound { .. } => Kind::NotFound,
+                QueryError::Malformed { .. } => Kind::Protocol,
+            })
         } else if let Some(call) = cause.downcast_ref::<CallError>() {
             Some(call_kind(call))
         } else if let Some(transport) = cause.downcast_ref::<TransportError>() {

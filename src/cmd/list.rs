@@ -14,7 +14,8 @@ use crate::config::merge::Source;
 use crate::config::project::{Entry, Trust};
 use crate::config::{ConfigIssue, Loaded, ServerConfig, Severity, Transport};
 use crate::session::Access;
-use crate::session::fleet::{Fleet, Health, State};
+use crate::session::fleet::{Fleet, Health};
+use crate::session::runtime::State;
 use crate::util::{one_line, redact_urls};
 
 pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
@@ -63,7 +64,7 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
 /// Prints a health snapshot (the shell's `/mcp list` shows its live servers this way): the
 /// servers, unless `shown` already, then the configuration issues; or one JSON document.
 pub(super) fn show_health(healths: &[Health], loaded: &Loaded, shown: bool, ctx: &Context) -> anyhow::Result<Exit> {
-    let failed = healths.iter().any(|h| h.state == State::Failed);
+    let failed = healths.iter().any(|h| matches!(h.state, State::Failed(_)));
     let has_errors = loaded.issues.iter().any(|i| i.severity == Severity::Error);
     if ctx.options.json {
         let servers: Vec<Value> = healths.iter().map(|h| health_json(h, ctx)).collect();
@@ -241,7 +242,7 @@ fn count(n: usize) -> String {
 /// A health error as shown: one line, every secret and every URL redacted (health output
 /// shows no URL, whatever the error quotes).
 fn shown_error(health: &Health, ctx: &Context) -> Option<String> {
-    health.error.as_ref().map(|e| redact_urls(&ctx.redactor.redact(&one_line(e))))
+    health.error().map(|e| redact_urls(&ctx.redactor.redact(&one_line(e))))
 }
 
 /// Server-chosen names pass the same redactor as errors: a server may echo a secret.
@@ -254,7 +255,7 @@ fn health_json(health: &Health, ctx: &Context) -> Value {
     json!({
         "name": health.name,
         "transport": health.transport,
-        "state": health.state.as_str(),
+        "state": health.state.label(),
         "protocol_version": health.version,
         "server_name": shown_info(&health.server_name, ctx),
         "server_version": shown_info(&health.server_version, ctx),
@@ -269,7 +270,7 @@ fn health_json(health: &Health, ctx: &Context) -> Value {
 }
 
 fn health_text(health: &Health, ctx: &Context) -> String {
-    let mut out = format!("  {}  transport={} state={}", health.name, health.transport, health.state.as_str());
+    let mut out = format!("  {}  transport={} state={}", health.name, health.transport, health.state.label());
     if let Some(version) = &health.version {
         out.push_str(&format!(" protocol={version}"));
     }

@@ -17,6 +17,7 @@ mod names;
 mod one;
 mod output;
 mod prompt;
+mod query;
 mod render;
 mod resource;
 mod setup;
@@ -31,6 +32,7 @@ use crate::cli::{Command, Mcp, Options, UsageError};
 use crate::util::{Redactor, Trigger};
 use failure::Kind;
 use one::One;
+use query::Query;
 
 /// What every command gets from `main`: values, not globals.
 #[derive(Clone, Default)]
@@ -83,17 +85,29 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
         Command::Status { json } => status::status(json),
         Command::Doctor { json } => status::doctor(json),
     };
+    finish(result, json, server.as_deref(), fallback, ctx)
+}
+
+/// How a command that returned `result` ends: a broken pipe is success, an interrupt exits
+/// 130, and a failure is reported once (`fallback` is its kind when it has no typed cause).
+pub(super) fn finish(
+    result: anyhow::Result<Exit>,
+    json: bool,
+    server: Option<&str>,
+    fallback: Kind,
+    ctx: &Context,
+) -> Exit {
     let exit = match result {
         Ok(exit) => exit,
         Err(err) if is_broken_pipe(&err) => Exit::Ok,
         Err(_) if ctx.interrupt.is_fired() => {
             if json {
                 let err = failure::fail(Kind::Interrupted, "interrupted; requests in flight were cancelled");
-                return report(&err, json, server.as_deref(), Kind::Interrupted, ctx);
+                return report(&err, json, server, Kind::Interrupted, ctx);
             }
             Exit::Interrupted
         }
-        Err(err) => report(&err, json, server.as_deref(), fallback, ctx),
+        Err(err) => report(&err, json, server, fallback, ctx),
     };
     if ctx.interrupt.is_fired() {
         return Exit::Interrupted;
@@ -156,19 +170,18 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         Mcp::Auth { name, open } => auth::auth(&name, open, ctx),
         Mcp::Logout { name } => auth::logout(&name, json),
         Mcp::List { connect } => list::run(connect, ctx),
-        Mcp::ToolList { server } => tool::list(&server, ctx),
-        Mcp::ToolShow { server, tool } => tool::show(&server, &tool, ctx),
         Mcp::ToolCall(call) => tool::call::run(call, ctx),
-        Mcp::ResourceList { server } => resource::list(&server, false, ctx),
-        Mcp::ResourceTemplates { server } => resource::list(&server, true, ctx),
-        Mcp::ResourceRead { server, uri, output } => resource::read(&server, &uri, output.as_deref(), ctx),
-        Mcp::ResourceComplete { server, template, variable, value, context } => {
-            resource::complete(&server, &template, &variable, &value, &context, ctx)
-        }
-        Mcp::PromptList { server } => prompt::list(&server, ctx),
-        Mcp::PromptGet { server, name, arguments } => prompt::get(&server, &name, &arguments, ctx),
-        Mcp::PromptComplete { server, name, argument, value, context } => {
-            prompt::complete(&server, &name, &argument, &value, &context, ctx)
+        query @ (Mcp::ToolList { .. }
+        | Mcp::ToolShow { .. }
+        | Mcp::ResourceList { .. }
+        | Mcp::ResourceTemplates { .. }
+        | Mcp::ResourceRead { .. }
+        | Mcp::ResourceComplete { .. }
+        | Mcp::PromptList { .. }
+        | Mcp::PromptGet { .. }
+        | Mcp::PromptComplete { .. }) => {
+            let (server, query) = Query::of(query).expect("every query is a Query")?;
+            query.run(One::plain(&server, ctx)?.session(), ctx)
         }
     }
 }

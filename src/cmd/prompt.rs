@@ -1,17 +1,16 @@
-//! `nod mcp prompt list|get|complete`.
+//! `nod mcp prompt list|get`, printed from the answers of the session's queries
+//! (`session::query`).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::render::{self, row};
-use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
-use crate::cli::Arguments;
-use crate::mcp::method;
+use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
+use crate::session::Session;
 use crate::session::catalog::{self, Kind};
-use crate::session::context;
+use crate::session::query;
 
-pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
-    let one = One::plain(server, ctx)?;
-    let session = one.session();
+pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
+    let server = &session.name;
     if !session.has("prompts") {
         eprintln!("nod: server {server} does not offer prompts");
     }
@@ -48,14 +47,10 @@ pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn get(server: &str, name: &str, arguments: &Arguments, ctx: &Context) -> anyhow::Result<Exit> {
-    let arguments = super::tool::args::prompt_arguments(arguments)?;
-    let one = One::plain(server, ctx)?;
-    let mut params = json!({ "name": name });
-    if let Some(arguments) = arguments {
-        params["arguments"] = arguments;
-    }
-    let result = context(one.session().request(method::PROMPTS_GET, Some(params)), server, &format!("prompt {name}"))?;
+/// `arguments` were read from what the user gave before the server was reached
+/// (`args::prompt_arguments`).
+pub fn get(session: &Session, name: &str, arguments: Option<Value>, ctx: &Context) -> anyhow::Result<Exit> {
+    let result = query::get_prompt(session, name, arguments)?;
     if ctx.options.json {
         print_json(&result)?;
         return Ok(Exit::Ok);
@@ -74,16 +69,4 @@ pub fn get(server: &str, name: &str, arguments: &Arguments, ctx: &Context) -> an
     }
     print(&out)?;
     Ok(Exit::Ok)
-}
-
-pub fn complete(
-    server: &str,
-    name: &str,
-    argument: &str,
-    value: &str,
-    known: &[(String, String)],
-    ctx: &Context,
-) -> anyhow::Result<Exit> {
-    let reference = json!({ "type": "ref/prompt", "name": name });
-    super::resource::run_complete(server, reference, argument, value, known, ctx)
 }

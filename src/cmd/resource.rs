@@ -1,21 +1,21 @@
-//! `nod mcp resource list|templates|read|complete`. With `-o`, a read writes every content,
-//! text or binary, to files, as curl -o does; without it, text is printed and binary is only
-//! summarized.
+//! `nod mcp resource list|templates|read`, and `complete` for resources and prompts,
+//! printed from the answers of the session's queries (`session::query`). With `-o`, a read
+//! writes every content, text or binary, to files, as curl -o does; without it, text is
+//! printed and binary is only summarized.
 
 use std::path::Path;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::failure::{Kind, fail};
 use super::render::{self, row, safe};
-use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
-use crate::mcp::method;
+use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
+use crate::session::Session;
 use crate::session::catalog::{self, Kind as Catalog};
-use crate::session::context;
+use crate::session::query;
 
-pub fn list(server: &str, templates: bool, ctx: &Context) -> anyhow::Result<Exit> {
-    let one = One::plain(server, ctx)?;
-    let session = one.session();
+pub fn list(session: &Session, templates: bool, ctx: &Context) -> anyhow::Result<Exit> {
+    let server = &session.name;
     let kind = if templates { Catalog::Templates } else { Catalog::Resources };
     let listing = catalog::list(session, kind)?;
     super::tool::warn_rejected(server, &listing.rejected);
@@ -41,21 +41,10 @@ pub fn list(server: &str, templates: bool, ctx: &Context) -> anyhow::Result<Exit
     Ok(Exit::Ok)
 }
 
-pub fn read(server: &str, uri: &str, output: Option<&Path>, ctx: &Context) -> anyhow::Result<Exit> {
-    let one = One::plain(server, ctx)?;
-    let answer = one.session().request(method::RESOURCES_READ, Some(json!({ "uri": uri })));
-    // 2026-07-28 says "not found" with -32602 (-32002 before).
-    if let Err(crate::dispatch::CallError::Rpc(error)) = &answer
-        && error.code == -32602
-        && one.session().is_modern()
-    {
-        let message = crate::util::one_line(&error.message);
-        return Err(fail(Kind::NotFound, format!("server {server}: resources/read: {message}")));
-    }
-    let result = context(answer, server, "resources/read")?;
-    let Some(contents) = result.get("contents").and_then(Value::as_array) else {
-        return Err(fail(Kind::Protocol, format!("server {server}: resources/read answered without contents")));
-    };
+pub fn read(session: &Session, uri: &str, output: Option<&Path>, ctx: &Context) -> anyhow::Result<Exit> {
+    let server = &session.name;
+    let result = query::read_resource(session, uri)?;
+    let contents = result.get("contents").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     if let Some(output) = output {
         let mut items = Vec::with_capacity(contents.len());
         for content in contents {
@@ -103,41 +92,17 @@ pub fn read(server: &str, uri: &str, output: Option<&Path>, ctx: &Context) -> an
     Ok(Exit::Ok)
 }
 
-pub fn complete(
-    server: &str,
-    template: &str,
-    variable: &str,
-    value: &str,
-    known: &[(String, String)],
-    ctx: &Context,
-) -> anyhow::Result<Exit> {
-    let reference = json!({ "type": "ref/resource", "uri": template });
-    run_complete(server, reference, variable, value, known, ctx)
-}
-
-/// Runs `completion/complete` and prints the values, one a line.
-pub(super) fn run_complete(
-    server: &str,
+/// Runs `completion/complete` (for `resource complete` and `prompt complete`) and prints
+/// the values, one a line.
+pub(super) fn complete(
+    session: &Session,
     reference: Value,
     argument: &str,
     value: &str,
     known: &[(String, String)],
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
-    let one = One::plain(server, ctx)?;
-    let session = one.session();
-    if !session.has("completions") {
-        return Err(fail(
-            Kind::NotFound,
-            format!("server {server} does not offer completion (no completions capability)"),
-        ));
-    }
-    let mut params = json!({ "ref": reference, "argument": { "name": argument, "value": value } });
-    if !known.is_empty() {
-        let arguments: Map<String, Value> = known.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
-        params["context"] = json!({ "arguments": arguments });
-    }
-    let result = context(session.request(method::COMPLETE, Some(params)), server, "completion/complete")?;
+    let result = query::complete(session, reference, argument, value, known)?;
     if ctx.options.json {
         print_json(&result)?;
         return Ok(Exit::Ok);

@@ -135,67 +135,61 @@ impl InboundHandler for PolicyHandler {
             return;
         }
         let message = req.params.get("message").and_then(Value::as_str).unwrap_or("").to_string();
-        let schema = req.params.get("requestedSchema").cloned();
-        let policy = match &self.answering {
-            Answering::Policy(policy) => *policy,
-            Answering::Ask => Policy::Fail,
-            Answering::Values(values) => {
-                responder.respond(Ok(given(&req.server, &mode, schema.as_ref(), values)));
-                return;
-            }
-        };
-        let answer = match policy {
-            Policy::Decline => json!({ "action": "decline" }),
-            Policy::Cancel => json!({ "action": "cancel" }),
-            Policy::Fail => {
-                let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
-                let elicitation_id = req.params.get("elicitationId").and_then(Value::as_str).map(str::to_string);
-                let schema = if mode == "form" { schema } else { None };
-                let input = InputRequired {
-                    server: req.server.clone(),
-                    mode,
-                    message,
-                    requested_schema: schema,
-                    url,
-                    elicitation_id,
-                };
-                match &self.asks {
-                    Some(tx) => {
-                        if let Err(unsent) = tx.send(Asked { input, responder }) {
-                            unsent.into_inner().responder.respond(Ok(json!({ "action": "cancel" })));
-                        }
-                    }
-                    None => responder.respond(Ok(json!({ "action": "cancel" }))),
+        let url = req.params.get("url").and_then(Value::as_str).map(str::to_string);
+        let elicitation_id = req.params.get("elicitationId").and_then(Value::as_str).map(str::to_string);
+        let schema = if mode == "form" { req.params.get("requestedSchema").cloned() } else { None };
+        let input =
+            InputRequired { server: req.server.clone(), mode, message, requested_schema: schema, url, elicitation_id };
+        if let Some(answer) = answer(&self.answering, &input) {
+            responder.respond(Ok(answer));
+            return;
+        }
+        match &self.asks {
+            Some(tx) => {
+                if let Err(unsent) = tx.send(Asked { input, responder }) {
+                    unsent.into_inner().responder.respond(Ok(json!({ "action": "cancel" })));
                 }
-                return;
             }
-            Policy::Defaults if mode == "form" => match defaults(schema.as_ref()) {
-                // The made-up answer must satisfy the requested schema (ELI-10).
-                Ok(content) => match schema.as_ref().map(|s| super::schema::check_instance(s, &content)) {
-                    Some(Err((field, why))) => {
-                        log::warn!(
-                            "server {}: elicitation declined: the default of {field} does not fit the requested schema ({why})",
-                            req.server
-                        );
-                        json!({ "action": "decline" })
-                    }
-                    _ => json!({ "action": "accept", "content": content }),
-                },
-                Err(MissingDefault(field)) => {
-                    log::warn!("server {}: elicitation declined: required field {field:?} has no default", req.server);
+            None => responder.respond(Ok(json!({ "action": "cancel" }))),
+        }
+    }
+}
+
+/// The answer `answering` gives to `input` by itself, or None when the front end must
+/// (`Policy::Fail` and `Answering::Ask`). A shell whose servers answer every question with
+/// `Fail` applies a command's own `--elicit` this way.
+pub fn answer(answering: &Answering, input: &InputRequired) -> Option<Value> {
+    let (server, mode, schema) = (&input.server, input.mode.as_str(), input.requested_schema.as_ref());
+    let policy = match answering {
+        Answering::Policy(policy) => *policy,
+        Answering::Ask => return None,
+        Answering::Values(values) => return Some(given(server, mode, schema, values)),
+    };
+    Some(match policy {
+        Policy::Fail => return None,
+        Policy::Decline => json!({ "action": "decline" }),
+        Policy::Cancel => json!({ "action": "cancel" }),
+        Policy::Defaults if mode == "form" => match defaults(schema) {
+            // The made-up answer must satisfy the requested schema (ELI-10).
+            Ok(content) => match schema.map(|s| super::schema::check_instance(s, &content)) {
+                Some(Err((field, why))) => {
+                    log::warn!(
+                        "server {server}: elicitation declined: the default of {field} does not fit the requested schema ({why})"
+                    );
                     json!({ "action": "decline" })
                 }
+                _ => json!({ "action": "accept", "content": content }),
             },
-            Policy::Defaults => {
-                log::warn!(
-                    "server {}: URL elicitation declined: nod opens no URL without a person's consent",
-                    req.server
-                );
+            Err(MissingDefault(field)) => {
+                log::warn!("server {server}: elicitation declined: required field {field:?} has no default");
                 json!({ "action": "decline" })
             }
-        };
-        responder.respond(Ok(answer));
-    }
+        },
+        Policy::Defaults => {
+            log::warn!("server {server}: URL elicitation declined: nod opens no URL without a person's consent");
+            json!({ "action": "decline" })
+        }
+    })
 }
 
 /// The answer to a form from values given in advance: accepted when they satisfy the

@@ -1,7 +1,6 @@
-//! A fleet: the servers of one runtime, connected in parallel on one engine, with their
-//! health and catalog counts. These are the queries that `nod mcp`, the shell and ACP share;
-//! printing them belongs to the front ends. A fleet can be compared with a new configuration
-//! (`diff`), which is what a reload needs.
+//! A fleet: the servers of `nod mcp list --connect`, connected in parallel on one engine,
+//! with their health and catalog counts. The health is the query that command and the
+//! shell's `/mcp list` (over `Runtime::health`) share; printing it belongs to the front ends.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,45 +8,25 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::catalog::{self, Kind};
+use super::runtime::State;
 use super::supervisor::Supervised;
 use super::{Access, Session};
 use crate::config::ServerConfig;
 use crate::dispatch::{Engine, InboundHandler};
 
 /// One configured server in a fleet.
-pub struct Member {
-    pub config: ServerConfig,
-    pub status: Status,
+struct Member {
+    config: ServerConfig,
+    status: Status,
     /// When its connection started: startup_timeout_ms counts from here.
     started: Instant,
     connected: Duration,
 }
 
-pub enum Status {
+enum Status {
     Disabled,
     Ready(Box<Supervised>),
     Failed(String),
-}
-
-/// A server's state as health output shows it: never commands, URLs or secrets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Disabled,
-    /// Connecting (a shell's servers, still coming up).
-    Starting,
-    Ready,
-    Failed,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Disabled => "disabled",
-            State::Starting => "starting",
-            State::Ready => "ready",
-            State::Failed => "failed",
-        }
-    }
 }
 
 /// Catalog sizes; `None` where the server did not declare the capability.
@@ -59,11 +38,12 @@ pub struct Counts {
     pub prompts: Option<usize>,
 }
 
-/// One server's health snapshot. `error` is the raw text: front ends redact it.
+/// One server's health snapshot.
 #[derive(Clone, Debug)]
 pub struct Health {
     pub name: String,
     pub transport: &'static str,
+    /// Disabled, Starting, Ready, or Failed with the raw reason (front ends redact it).
     pub state: State,
     pub version: Option<String>,
     pub server_name: Option<String>,
@@ -71,50 +51,23 @@ pub struct Health {
     pub counts: Counts,
     /// Catalog items the server sent that nod could not use.
     pub rejected: usize,
-    pub error: Option<String>,
     pub elapsed: Duration,
     /// The names of its tools and prompts, for the front end's completion cache.
     pub tool_names: Vec<String>,
     pub prompt_names: Vec<String>,
 }
 
-/// How a new configuration differs from a fleet, by server name.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Diff {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    pub changed: Vec<String>,
-    pub unchanged: Vec<String>,
-}
-
 pub struct Fleet {
-    members: Vec<Member>,
+    /// Held, not read: the connections stay open until the fleet is dropped, after the
+    /// engine has closed them all at once.
+    _members: Vec<Member>,
 }
 
 impl Fleet {
     /// Connects every enabled server in `servers` in parallel, each within its own
-    /// startup_timeout_ms. A server that fails is a member with its reason.
-    pub fn connect(
-        engine: &Engine,
-        servers: &[ServerConfig],
-        handler: Arc<dyn InboundHandler>,
-        access: &Access,
-    ) -> Fleet {
-        Fleet::start(engine, servers, handler, access, None).0
-    }
-
-    /// `connect`, then every member's health, each server on one thread from start to end.
-    pub fn connect_and_check(
-        engine: &Engine,
-        servers: &[ServerConfig],
-        handler: Arc<dyn InboundHandler>,
-        access: &Access,
-    ) -> (Fleet, Vec<Health>) {
-        Fleet::start(engine, servers, handler, access, Some(&|_: &Health| {}))
-    }
-
-    /// `connect_and_check`, handing each server's health to `each` as soon as it is known
-    /// (from that server's thread), so a front end can show the fast ones first.
+    /// startup_timeout_ms, then checks its health (a server that fails is a member with its
+    /// reason), handing each health to `each` as soon as it is known (from that server's
+    /// thread), so a front end can show the fast ones first.
     pub fn connect_and_check_each(
         engine: &Engine,
         servers: &[ServerConfig],
@@ -122,17 +75,7 @@ impl Fleet {
         access: &Access,
         each: &(dyn Fn(&Health) + Sync),
     ) -> (Fleet, Vec<Health>) {
-        Fleet::start(engine, servers, handler, access, Some(each))
-    }
-
-    fn start(
-        engine: &Engine,
-        servers: &[ServerConfig],
-        handler: Arc<dyn InboundHandler>,
-        access: &Access,
-        check: Option<&(dyn Fn(&Health) + Sync)>,
-    ) -> (Fleet, Vec<Health>) {
-        let started: Vec<(Member, Option<Health>)> = std::thread::scope(|scope| {
+        let started: Vec<(Member, Health)> = std::thread::scope(|scope| {
             let handles: Vec<_> = servers
                 .iter()
                 .map(|config| {
@@ -148,54 +91,16 @@ impl Fleet {
                             }
                         };
                         let member = Member { config: config.clone(), status, started, connected: started.elapsed() };
-                        let health = check.map(|each| {
-                            let health = member.health();
-                            each(&health);
-                            health
-                        });
+                        let health = member.health();
+                        each(&health);
                         (member, health)
                     })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().expect("connect thread")).collect()
         });
-        let (members, healths): (Vec<Member>, Vec<Option<Health>>) = started.into_iter().unzip();
-        (Fleet { members }, healths.into_iter().flatten().collect())
-    }
-
-    pub fn members(&self) -> &[Member] {
-        &self.members
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Member> {
-        self.members.iter().find(|m| m.config.name == name)
-    }
-
-    /// Every member's health, listing the catalogs of ready servers in parallel (within
-    /// what is left of their startup_timeout_ms).
-    pub fn health(&self) -> Vec<Health> {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = self.members.iter().map(|member| scope.spawn(move || member.health())).collect();
-            handles.into_iter().map(|h| h.join().expect("health thread")).collect()
-        })
-    }
-
-    /// How `servers` differs from this fleet's configuration.
-    pub fn diff(&self, servers: &[ServerConfig]) -> Diff {
-        let mut diff = Diff::default();
-        for server in servers {
-            match self.get(&server.name) {
-                None => diff.added.push(server.name.clone()),
-                Some(member) if member.config != *server => diff.changed.push(server.name.clone()),
-                Some(_) => diff.unchanged.push(server.name.clone()),
-            }
-        }
-        for member in &self.members {
-            if !servers.iter().any(|s| s.name == member.config.name) {
-                diff.removed.push(member.config.name.clone());
-            }
-        }
-        diff
+        let (members, healths): (Vec<Member>, Vec<Health>) = started.into_iter().unzip();
+        (Fleet { _members: members }, healths)
     }
 }
 
@@ -211,7 +116,6 @@ impl Health {
             server_version: None,
             counts: Counts::default(),
             rejected: 0,
-            error: None,
             elapsed: Duration::ZERO,
             tool_names: Vec::new(),
             prompt_names: Vec::new(),
@@ -219,8 +123,15 @@ impl Health {
     }
 
     pub fn fail(&mut self, why: String) {
-        self.state = State::Failed;
-        self.error = Some(why);
+        self.state = State::Failed(why);
+    }
+
+    /// Why it failed, when it did: the raw text.
+    pub fn error(&self) -> Option<&str> {
+        match &self.state {
+            State::Failed(why) => Some(why),
+            _ => None,
+        }
     }
 }
 

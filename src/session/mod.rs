@@ -9,6 +9,7 @@ pub(crate) mod envelope;
 pub mod fleet;
 mod modern;
 use modern::Era;
+pub mod query;
 mod remote;
 pub(crate) mod revisions;
 pub mod runtime;

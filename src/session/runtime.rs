@@ -6,14 +6,14 @@
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
 
-use super::fleet::{Health, State as HealthState};
+use super::fleet::Health;
 use super::supervisor::Supervised;
 use super::{Access, MissingVariable, Session};
 use crate::config::ServerConfig;
 use crate::dispatch::{Engine, InboundHandler};
 use crate::oauth::AuthError;
 
-/// Where a server stands.
+/// Where a server stands; health snapshots (`fleet::Health`) use the same states.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum State {
     /// Not started yet (optional servers wait for the first use of MCP).
@@ -214,7 +214,7 @@ impl Runtime {
                     Err(err) => health.fail(format!("{err:#}")),
                 }
             }
-            (State::Idle | State::Starting, _) => health.state = HealthState::Starting,
+            (State::Idle | State::Starting, _) => health.state = State::Starting,
             (State::Disabled, _) => {}
             (other, _) => health.fail(describe(&server.config.name, &other)),
         }

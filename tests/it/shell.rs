@@ -474,3 +474,28 @@ fn a_subagents_call_is_approved_at_the_shell_prompt_under_its_name() {
     assert_eq!(echoed[0]["params"]["arguments"]["message"], "from scribe");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn mcp_commands_use_the_running_server_and_print_as_nod_mcp_does() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![]);
+    let call = r#"/mcp tool call fx echo '{"message": "a"}'"#;
+    let out = env
+        .nod(Vec::<String>::new())
+        .env("NOD_BASE_URL", model.url())
+        .env("NOD_MODEL", "fake-model")
+        .stdin(format!("/mcp tool list fx\n{call}\n{call}\n/mcp tool call nosuch echo\n/exit\n"))
+        .run();
+    out.code(0).within(30.0);
+    // The agent's server answered every command: one process, one handshake all session.
+    let wire = env.wire();
+    assert_eq!(crate::support::with_method(&wire, "initialize").len(), 1, "{wire:#?}");
+    assert_eq!(crate::support::with_method(&wire, "tools/call").len(), 2, "{wire:#?}");
+    out.stderr_has("nod: no server named nosuch");
+    let list = env.nod(["mcp", "tool", "list", "fx"]).run();
+    let one = env.nod(["mcp", "tool", "call", "fx", "echo", r#"{"message": "a"}"#]).run();
+    one.code(0);
+    assert_eq!(out.text(), format!("{}{}{}", list.text(), one.text(), one.text()), "{}", out.dump());
+    env.assert_no_leftovers();
+}

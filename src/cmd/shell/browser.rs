@@ -13,7 +13,7 @@ use crate::config::project::Trust;
 use crate::mcp::method;
 use crate::session::Session;
 use crate::session::catalog::{self, Kind};
-use crate::session::fleet::State as HealthState;
+use crate::session::runtime::State;
 use crate::util::{one_line, terminal_safe};
 
 /// Bytes of a resource or prompt shown in a preview.
@@ -45,11 +45,11 @@ pub(super) fn open(shell: &mut Shell) {
                 _ => "profile",
             };
             let state = match shell.agent.runtime().state(&health.name) {
-                Some(crate::session::runtime::State::Unauthenticated) => "unauthenticated",
-                _ => health.state.as_str(),
+                Some(State::Unauthenticated) => "unauthenticated",
+                _ => health.state.label(),
             };
             let mut line = format!("{}  {state}  {source}", health.name);
-            if health.state == HealthState::Ready {
+            if health.state == State::Ready {
                 let counts = health.counts;
                 let part = |n: Option<usize>, what: &str| n.map(|n| format!("{n} {what}"));
                 let parts: Vec<String> = [

@@ -13,9 +13,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::json;
 
+use super::failure::{Kind, fail};
 use super::form::{self, Reply};
 use super::{Context, Exit};
 use crate::agent::permissions::Mode;
@@ -26,14 +27,18 @@ use crate::config::agent::AgentSettings;
 use crate::config::project::Trust;
 use crate::config::{self, Loaded, Severity};
 use crate::provider::{Provider, config as provider_config};
-use crate::session::Access;
 use crate::session::elicit::{Asked, InputRequired, Policy as ElicitPolicy, PolicyHandler};
 use crate::session::runtime::{Runtime, State};
+use crate::session::{Access, Session};
 use crate::util::{Trigger, one_line, redact_urls, terminal_safe};
 use input::{Asking, Input, Notify};
 
 /// The window for the second Ctrl-C that exits.
 const CTRL_C_WINDOW: Duration = Duration::from_secs(3);
+
+/// How long `/mcp tool ...` waits for a server the background start is starting (what a
+/// turn waits).
+const STARTING_LIMIT: Duration = Duration::from_secs(120);
 
 pub fn run(globals: Globals, ctx: &Context) -> Exit {
     let mut shell = match Shell::start(globals, ctx) {
@@ -70,6 +75,9 @@ struct Shell<'a> {
     input: Input,
     agent: Agent,
     asked: Sender<Asked>,
+    /// The questions of the servers, for `/mcp tool call` (a turn reads them through the
+    /// agent, which holds a clone: the channel is the same across reloads).
+    asks: Receiver<Asked>,
     settings: AgentSettings,
     /// Why there is no model, when there is none.
     no_model: Option<String>,
@@ -119,7 +127,7 @@ impl<'a> Shell<'a> {
             anyhow::bail!("required MCP server '{name}' failed: {}", redact_urls(&ctx.redactor.redact(why)));
         }
         let current = Arc::new(Mutex::new(runtime.clone()));
-        let agent = setup.agent(runtime, asked_rx);
+        let agent = setup.agent(runtime, asked_rx.clone());
         let super::setup::Setup { loaded, settings, .. } = setup;
         let mut shell = Shell {
             ctx,
@@ -127,6 +135,7 @@ impl<'a> Shell<'a> {
             input,
             agent,
             asked: asked_tx,
+            asks: asked_rx,
             settings,
             no_model,
             attachments: Vec::new(),
@@ -387,7 +396,8 @@ impl<'a> Shell<'a> {
     }
 
     /// `/mcp ...`: the browser, `reload`, or the `nod mcp` command of the same words with
-    /// the same output; `list` shows the live servers; changes to the configuration reload.
+    /// the same output; `list`, `tool`, `resource` and `prompt` use the live servers;
+    /// changes to the configuration reload.
     fn mcp(&mut self, rest: &str) {
         if rest.is_empty() {
             browser::open(self);
@@ -444,8 +454,74 @@ impl<'a> Shell<'a> {
                     self.reload();
                 }
             }
-            other => {
-                super::run(Command::Mcp(other, ctx.options.clone()), &ctx);
+            Mcp::Path => {
+                super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx);
+            }
+            query => self.on_server(query, &ctx),
+        }
+    }
+
+    /// `/mcp tool|resource|prompt ...` on the server the agent uses, printed as `nod mcp`
+    /// prints it: no second process, so a stateful server keeps one state and nothing pays
+    /// a cold start.
+    fn on_server(&mut self, mcp: Mcp, ctx: &Context) {
+        let server = mcp.server().unwrap_or_default().to_string();
+        let result = (|| {
+            // What the user gave is read first, as `nod mcp` reads it before connecting.
+            let query = match mcp {
+                Mcp::ToolCall(call) => Err(call),
+                other => Ok(super::Query::of(other).expect("only queries come here")?.1),
+            };
+            let session = self.live_session(&server, ctx)?;
+            let runtime = self.agent.runtime().clone();
+            // Ctrl-C cancels this command's calls on the wire (no turn is running); the
+            // servers stay up.
+            let engine = runtime.engine().clone();
+            ctx.interrupt.on_fire(move || engine.cancel_all("interrupted by the user"));
+            match query {
+                Ok(query) => query.run(&session, ctx),
+                Err(call) => {
+                    let mut person = Asking { input: &mut self.input, interrupt: ctx.interrupt.clone() };
+                    let live = || runtime.session(&server);
+                    super::tool::call::run_live(&call, &session, &live, &self.asks, &mut person, ctx)
+                }
+            }
+        })();
+        super::finish(result, ctx.options.json, Some(&server), Kind::Connection, ctx);
+    }
+
+    /// The session of `name` in the agent's runtime. An idle server is started first, as a
+    /// turn would start it; one starting is awaited. Otherwise one line naming the server
+    /// and its state, or `nod mcp`'s own words for a server not configured or disabled.
+    fn live_session(&mut self, name: &str, ctx: &Context) -> anyhow::Result<Arc<Session>> {
+        let runtime = self.agent.runtime().clone();
+        match runtime.state(name) {
+            None | Some(State::Disabled) => {
+                let loaded = super::one::load_quietly(ctx)?;
+                super::one::find_server(&loaded, name)?;
+                return Err(fail(
+                    Kind::Config,
+                    format!(
+                        "server {name} is not running in this shell (the profile changed since); /mcp reload starts it"
+                    ),
+                ));
+            }
+            Some(State::Idle) => {
+                let notify = self.notify.clone();
+                runtime.start_each(|s| s.name == name, &|name, state| notify(&settle_line(&runtime, name, state, ctx)));
+                self.agent.index_tools();
+            }
+            // The background start has it: the same limit a turn waits.
+            Some(State::Starting) => runtime.wait_started(STARTING_LIMIT),
+            Some(_) => {}
+        }
+        match runtime.state(name) {
+            Some(State::Ready) => runtime.session(name),
+            state => {
+                let label = state.as_ref().map_or("unknown", State::label);
+                let why = runtime.problem(name).unwrap_or_else(|| label.to_string());
+                let kind = if state == Some(State::Unauthenticated) { Kind::Unauthorized } else { Kind::Connection };
+                Err(fail(kind, format!("server {name} is not ready: {why}")))
             }
         }
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::args;
 use crate::cli::{ElicitArg, ToolCall};
 use crate::cmd::failure::{Failure, Kind, fail};
-use crate::cmd::form::{Interrupted, Term};
+use crate::cmd::form::{Interrupted, Prompter, Term};
 use crate::cmd::render;
 use crate::cmd::{Context, Exit, One, print, print_json, stdin_is_terminal, stdout_is_terminal};
 use crate::dispatch::{CallError, CallUpdate, Progress};
@@ -23,24 +23,66 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     // Everything the user gave is read and checked before a server starts.
     let arguments = if call.jsonl { None } else { Some(args::tool_arguments(&call.arguments)?) };
     let answering = answering(&call)?;
-    let asking = answering == Answering::Ask;
     let (asks_tx, asks_rx) = crossbeam_channel::unbounded();
-    let handler = Arc::new(PolicyHandler::answering(answering, Some(asks_tx)));
+    let handler = Arc::new(PolicyHandler::answering(answering.clone(), Some(asks_tx)));
     let one = One::connect(&call.server, handler, ctx)?;
-    let session = one.session();
-    let refused = super::refusal(session, &call.tool).map_err(|e| e.context(format!("server {}", call.server)))?;
-    if let Some(why) = refused {
-        return Err(fail(Kind::Protocol, format!("server {}: {why}; nothing was sent", call.server)));
+    let mut term = (answering == Answering::Ask).then(|| Term::stdio(ctx.interrupt.clone()));
+    let asks =
+        Asks { receiver: &asks_rx, answering: &answering, person: term.as_mut().map(|t| t as &mut dyn Prompter) };
+    call_on(&call, arguments, one.session(), &|| one.live(), asks, ctx)
+}
+
+/// `/mcp tool call` in the shell, on the server its agent uses (`session`, or `live` after a
+/// restart), whose handler hands every question to `receiver`: answered by the call's own
+/// `--elicit` or `--elicit-answer`, else by the person through `person`, as `nod mcp` would.
+pub fn run_live(
+    call: &ToolCall,
+    session: &Session,
+    live: &dyn Fn() -> anyhow::Result<Arc<Session>>,
+    receiver: &Receiver<Asked>,
+    person: &mut dyn Prompter,
+    ctx: &Context,
+) -> anyhow::Result<Exit> {
+    let arguments = if call.jsonl { None } else { Some(args::tool_arguments(&call.arguments)?) };
+    let answering = answering(call)?;
+    let person = (answering == Answering::Ask).then_some(person);
+    call_on(call, arguments, session, live, Asks { receiver, answering: &answering, person }, ctx)
+}
+
+/// Who answers the questions a server asks during a call.
+pub struct Asks<'a, 'p> {
+    /// The questions the server's handler did not answer itself.
+    pub receiver: &'a Receiver<Asked>,
+    /// Applied first: a handler shared with others (the shell's) answers nothing itself.
+    pub answering: &'a Answering,
+    /// The person at the terminal; without one, a question ends the call in input required.
+    pub person: Option<&'a mut (dyn Prompter + 'p)>,
+}
+
+/// The call on a connected server: refused before anything is sent when the listing says
+/// nod cannot make it, then one call (or the `--jsonl` stream) and its result printed.
+fn call_on(
+    call: &ToolCall,
+    arguments: Option<Value>,
+    session: &Session,
+    live: &dyn Fn() -> anyhow::Result<Arc<Session>>,
+    mut asks: Asks<'_, '_>,
+    ctx: &Context,
+) -> anyhow::Result<Exit> {
+    if let Some(why) = super::refusal(session, &call.tool) {
+        return Err(fail(
+            Kind::Protocol,
+            format!("server {}: tool {} {why}; nothing was sent", call.server, call.tool),
+        ));
     }
     if call.jsonl {
-        return super::jsonl::run(&one, &call, &asks_rx, ctx);
+        return super::jsonl::run(live, call, &mut Asks { person: None, ..asks }, ctx);
     }
     let arguments = arguments.unwrap_or_else(|| json!({}));
     let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
-    let mut term = asking.then(|| Term::stdio(ctx.interrupt.clone()));
-    match wait(session, pending, &asks_rx, &label, term.as_mut())? {
-        Outcome::Result(result) => print_result(&call, &result, ctx),
+    match wait(session, pending, &mut asks, &label)? {
+        Outcome::Result(result) => print_result(call, &result, ctx),
         // The server needs the user to visit a URL first (-32042): input required.
         Outcome::Failed(CallError::Rpc(error))
             if error.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &error).is_some() =>
@@ -107,16 +149,10 @@ pub enum Outcome {
     InputRequired(InputRequired),
 }
 
-/// Waits for a call, showing progress on stderr. A question from the server is put to the
-/// person at the terminal when `ask` holds the interrupt to watch; otherwise it cancels the
-/// call and ends in input required.
-pub fn wait(
-    session: &Session,
-    mut pending: Call,
-    input: &Receiver<Asked>,
-    label: &str,
-    mut ask: Option<&mut Term>,
-) -> anyhow::Result<Outcome> {
+/// Waits for a call, showing progress on stderr. A question from the server is answered by
+/// `asks.answering` when it can, else put to `asks.person`; without one, it cancels the call
+/// and ends in input required.
+pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label: &str) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
         select! {
@@ -132,9 +168,13 @@ pub fn wait(
             },
             recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             // A request the server has cancelled already is dropped (CAN-5).
-            recv(input) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
-                if let Some(term) = ask.as_deref_mut() {
-                    match crate::cmd::form::elicit(term, &input) {
+            recv(asks.receiver) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
+                if let Some(answer) = crate::session::elicit::answer(asks.answering, &input) {
+                    responder.respond(Ok(answer));
+                    continue;
+                }
+                if let Some(person) = asks.person.as_deref_mut() {
+                    match crate::cmd::form::elicit(person, &input) {
                         Ok(answer) => responder.respond(Ok(answer)),
                         Err(Interrupted) => {
                             responder.respond(Ok(json!({ "action": "cancel" })));

@@ -7,15 +7,13 @@ use std::collections::VecDeque;
 use std::io::BufRead;
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
-use super::call::{Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
+use super::call::{Asks, Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
 use crate::cli::ToolCall;
 use crate::cmd::failure::{self, Kind};
-use crate::cmd::{Context, Exit, One, print};
+use crate::cmd::{Context, Exit, print};
 use crate::dispatch::CallError;
-use crate::session::elicit::Asked;
 use crate::session::{Call, Session};
 
 /// One line of input: a call in flight, or an answer already known.
@@ -31,7 +29,13 @@ struct Failed {
     lost: bool,
 }
 
-pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -> anyhow::Result<Exit> {
+/// `live` is the server's session now (restarted within its restart_limit if it died).
+pub fn run(
+    live: &dyn Fn() -> anyhow::Result<Arc<Session>>,
+    call: &ToolCall,
+    asks: &mut Asks<'_, '_>,
+    ctx: &Context,
+) -> anyhow::Result<Exit> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut slots: VecDeque<Slot> = VecDeque::new();
@@ -66,7 +70,7 @@ pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -
                     }
                     calls += 1;
                     slots.push_back(match super::args::object(&line, "tool arguments") {
-                        Ok(arguments) => match one.live() {
+                        Ok(arguments) => match live() {
                             Ok(session) => {
                                 let pending = session.call_tool(&call.tool, &Value::Object(arguments), None);
                                 Slot::Call(pending, session, line_no)
@@ -88,7 +92,7 @@ pub fn run(one: &One, call: &ToolCall, input: &Receiver<Asked>, ctx: &Context) -
         let Some(slot) = slots.pop_front() else { break };
         let (value, failed) = match slot {
             Slot::Ready(value, failed) => (value, failed),
-            Slot::Call(pending, session, line) => match wait(&session, pending, input, &label, None)? {
+            Slot::Call(pending, session, line) => match wait(&session, pending, asks, &label)? {
                 Outcome::Result(result) => {
                     if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
                         // An error a server reports may echo what it was sent.

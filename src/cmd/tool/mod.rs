@@ -1,6 +1,6 @@
-//! `nod mcp tool list|show|call`. `list` shows how to call each tool (its signature),
-//! `show` one tool's description and schemas; the call and its `--jsonl` stream live in
-//! `call` and `jsonl`, the arguments in `args`.
+//! `nod mcp tool list|show|call`, printed from a session's listing. `list` shows how to
+//! call each tool (its signature), `show` one tool's description and schemas; the call and
+//! its `--jsonl` stream live in `call` and `jsonl`, the arguments in `args`.
 
 pub mod args;
 pub mod call;
@@ -10,13 +10,14 @@ use serde_json::{Value, json};
 
 use super::failure::{Kind, fail};
 use super::render::{row, safe};
-use super::{Context, Exit, One, print, print_json, print_listing, stdout_is_terminal};
+use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
 use crate::session::Session;
 use crate::session::catalog::{self, Kind as Catalog, Listing};
+use crate::session::query::Refusal;
 
-pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
-    let one = One::plain(server, ctx)?;
-    let listing = catalog::list(one.session(), Catalog::Tools)?;
+pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
+    let server = &session.name;
+    let listing = catalog::list(session, Catalog::Tools)?;
     warn_rejected(server, &listing.rejected);
     super::names::remember(server, Some(&listing.items), None);
     if ctx.options.json && listing.unusable.is_empty() {
@@ -38,9 +39,9 @@ pub fn list(server: &str, ctx: &Context) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-pub fn show(server: &str, tool: &str, ctx: &Context) -> anyhow::Result<Exit> {
-    let one = One::plain(server, ctx)?;
-    let listing = catalog::list(one.session(), Catalog::Tools)?;
+pub fn show(session: &Session, tool: &str, ctx: &Context) -> anyhow::Result<Exit> {
+    let server = &session.name;
+    let listing = catalog::list(session, Catalog::Tools)?;
     super::names::remember(server, Some(&listing.items), None);
     let Some(found) = listing.find(tool) else {
         let names = listing.items.iter().filter_map(|t| t.get("name").and_then(Value::as_str));
@@ -132,26 +133,18 @@ fn marks(tool: &Value, listing: &Listing) -> String {
 
 /// Why nod will not call `tool`, from the server's listing: a schema nod cannot use, or a
 /// tool that requires MCP Tasks. A tool the listing does not have is left to the server.
-fn refusal(session: &Session, tool: &str) -> anyhow::Result<Option<String>> {
+fn refusal(session: &Session, tool: &str) -> Option<Refusal> {
     let listing = match catalog::list(session, Catalog::Tools) {
         Ok(listing) => listing,
         // A server without tools is told so by the call itself; one whose listing fails
         // still gets the call (its own answer says more than nod could).
         Err(err) => {
             log::debug!("server {}: tools/list before the call failed: {err:#}", session.name);
-            return Ok(None);
+            return None;
         }
     };
     super::names::remember(&session.name, Some(&listing.items), None);
-    if let Some(why) = listing.unusable(tool) {
-        return Ok(Some(format!("tool {tool} is unusable: {why}")));
-    }
-    if listing.find(tool).is_some_and(catalog::requires_task) {
-        return Ok(Some(format!(
-            "tool {tool} requires MCP Tasks (execution.taskSupport \"required\"), which nod does not implement"
-        )));
-    }
-    Ok(None)
+    crate::session::query::refusal(&listing, tool)
 }
 
 pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
