@@ -33,6 +33,9 @@ impl<T> Drop for JoinOnDrop<T> {
 
 /// The last lines a server wrote to stderr, bounded in lines and in bytes per line.
 pub struct Tail {
+    /// The first line ever seen: often the one that says what went wrong (an npx error
+    /// before its stack of notices).
+    first: Option<String>,
     lines: VecDeque<String>,
     partial: Vec<u8>,
     max_lines: usize,
@@ -42,7 +45,7 @@ const TAIL_LINE_BYTES: usize = 512;
 
 impl Tail {
     pub fn new(max_lines: usize) -> Tail {
-        Tail { lines: VecDeque::new(), partial: Vec::new(), max_lines }
+        Tail { first: None, lines: VecDeque::new(), partial: Vec::new(), max_lines }
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
@@ -61,6 +64,9 @@ impl Tail {
         if line.is_empty() {
             return;
         }
+        if self.first.is_none() {
+            self.first = Some(line.clone());
+        }
         if self.lines.len() == self.max_lines {
             self.lines.pop_front();
         }
@@ -76,6 +82,33 @@ impl Tail {
         let skip = lines.len().saturating_sub(n);
         lines.split_off(skip)
     }
+
+    /// What to show of the stream in `n` lines: the first line, then `…` and the last ones
+    /// when the first has scrolled out of the last `n`.
+    pub fn summary(&self, n: usize) -> Vec<String> {
+        let mut last = self.last(n);
+        let Some(first) = &self.first else { return last };
+        if n < 3 || last.first() == Some(first) || self.lines.len() + usize::from(!self.partial.is_empty()) <= n {
+            return last;
+        }
+        let keep = last.split_off(last.len() - (n - 2));
+        let mut out = vec![first.clone(), "…".to_string()];
+        out.extend(keep);
+        out
+    }
+}
+
+/// An error and its causes on one line, `outer: inner`, a cause shown once when the text
+/// before it ends with it already (an error whose message quotes its source).
+pub fn chain(err: &anyhow::Error) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.last().is_none_or(|last| !last.ends_with(&text)) {
+            out.push(text);
+        }
+    }
+    out.join(": ")
 }
 
 /// The secret values nod must never print (environment and header values, tokens,
@@ -337,6 +370,8 @@ mod tests {
         tail.push(b"one\ntwo\nthr");
         tail.push(b"ee\nfour\nfive");
         assert_eq!(tail.last(3), vec!["three", "four", "five"]);
+        assert_eq!(tail.summary(3), vec!["one", "…", "five"], "the first line is kept");
+        assert_eq!(tail.summary(5), vec!["one", "two", "three", "four", "five"]);
         tail.push(&vec![b'x'; 10_000]);
         assert_eq!(tail.last(1)[0].len(), TAIL_LINE_BYTES);
     }

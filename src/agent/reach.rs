@@ -72,7 +72,10 @@ impl Reach {
                 Err(_) if runtime.state(server).is_none() => {
                     Err(Failure::execution(tool, format!("Unknown MCP server: {server}")))
                 }
-                Err(err) => Err(Failure::execution(tool, format!("MCP server '{server}' is not available: {err:#}"))),
+                Err(err) => Err(Failure::execution(
+                    tool,
+                    format!("MCP server '{server}' is not available: {}", crate::util::chain(&err)),
+                )),
             },
         }
     }

@@ -564,7 +564,16 @@ fn url_consent(io: &mut dyn Prompter, request: &InputRequired, message: &str) ->
     let host = crate::net::url::host(&url).unwrap_or_default();
     if !(scheme == "https" || scheme == "http" && crate::net::url::is_loopback(&host)) || url.contains(char::is_control)
     {
-        io.say(&format!("! refused URL elicitation from '{}': scheme not allowed\n", request.server));
+        io.say(&format!("! refused URL elicitation from '{}': scheme not allowed\n", shown(&request.server)));
+        return Ok(json!({ "action": "decline" }));
+    }
+    // Credentials or a backslash in a URL let it name one host to a person and open another.
+    let authority = crate::net::url::split(&url).map_or("", |(origin, _)| origin);
+    if url.contains('\\') || authority.contains('@') {
+        io.say(&format!(
+            "! refused URL elicitation from '{}': the URL carries credentials or a backslash, which can hide the host it opens\n",
+            shown(&request.server)
+        ));
         return Ok(json!({ "action": "decline" }));
     }
     let punycode = if host.split('.').any(|label| label.starts_with("xn--")) {
@@ -627,6 +636,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_approval_shows_every_argument_and_nothing_invisible() {
+        let blank = "\u{2800}".repeat(2100);
+        let request = Approval {
+            tool: "mcp_fs_write\u{1b}]52;c;bad\u{7}".into(),
+            server: Some("fs".into()),
+            original: Some("write".into()),
+            arguments: json!({ "padding": blank, "path": "/home/me/.ssh/authorized_keys", "text": "a\u{200B}b       \n" }),
+            agent: None,
+        };
+        let mut io = Script::new(&["n"]);
+        approve_brief(&mut io, &request);
+        let said = io.said;
+        assert!(said.contains("  path: \"/home/me/.ssh/authorized_keys\"\n"), "{said}");
+        assert!(said.contains("  padding: \"\\u{2800}\\u{2800}"), "{said}");
+        assert!(said.contains("more characters not shown)"), "{said}");
+        assert!(said.contains("  text: \"a\\u{200B}b⟨7 spaces⟩\\n\""), "{said}");
+        assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
+        assert!(said.contains("(server fs, tool write)"), "{said}");
+    }
+
     fn request(schema: Value) -> InputRequired {
         InputRequired {
             server: "s".into(),
@@ -669,6 +699,13 @@ mod tests {
         let mut io = Script::new(&["p"]);
         assert_eq!(elicit(&mut io, &url).unwrap()["action"], "accept");
         assert!(io.said.contains("internationalised") && io.said.contains("(host: xn--pple-43d.com)"), "{}", io.said);
+        // A URL whose host a person and a browser would read differently is refused.
+        for hidden in ["https://evil.example\\@bank.example/login", "https://bank.example@evil.example/login"] {
+            url.url = Some(hidden.into());
+            let mut io = Script::new(&["o"]);
+            assert_eq!(elicit(&mut io, &url).unwrap()["action"], "decline", "{hidden}");
+            assert!(io.said.contains("credentials or a backslash") && !io.said.contains("host: bank"), "{}", io.said);
+        }
     }
 
     #[test]

@@ -11,9 +11,7 @@ use crate::session::query;
 
 pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
     let server = &session.name;
-    if !session.has("prompts") {
-        eprintln!("nod: server {server} does not offer prompts");
-    }
+    // A server without the capability: the listing's own error says so, once.
     let listing = catalog::list(session, Kind::Prompts)?;
     super::tool::warn_rejected(server, &listing.rejected);
     super::names::remember(server, None, Some(&listing.items));

@@ -171,7 +171,11 @@ impl Engine {
     pub fn register(&self, name: &str, handler: Arc<dyn InboundHandler>) -> (ConnId, Arc<ConnShared>, Link) {
         let conn = ConnId(self.inner.next_conn.fetch_add(1, Ordering::Relaxed));
         let link = Link::new(conn, name, self.inner.reports.clone(), self.inner.registry.clone());
-        let shared = Arc::new(ConnShared { revision: link.revision().clone(), ..ConnShared::default() });
+        let shared = Arc::new(ConnShared {
+            revision: link.revision().clone(),
+            legacy: link.legacy().clone(),
+            ..ConnShared::default()
+        });
         self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
         (conn, shared, link)
     }

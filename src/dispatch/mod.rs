@@ -213,6 +213,8 @@ pub struct ConnShared {
     pub closed: OnceLock<Arc<TransportError>>,
     /// The negotiated revision: the session sets it; the worker's `Link` holds the same.
     pub revision: Revision,
+    /// The HTTP worker speaks legacy HTTP+SSE (its `Link` holds the same flag).
+    pub legacy: Arc<AtomicBool>,
     next_wire: AtomicU64,
     outlet: OnceLock<Outlet>,
 }

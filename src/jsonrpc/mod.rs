@@ -43,9 +43,15 @@ pub struct ResponseError {
     pub data: Option<Value>,
 }
 
+/// The message, and the code unless the message names it already (SDKs write
+/// "MCP error -32602: ...").
 impl std::fmt::Display for ResponseError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (code {})", self.message, self.code)
+        if self.message.contains(&self.code.to_string()) {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{} (code {})", self.message, self.code)
+        }
     }
 }
 

@@ -4,11 +4,14 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// `scheme://authority` and the rest (path, query), for an absolute URL.
+/// `scheme://authority` and the rest (path, query), for an absolute URL. The authority ends
+/// where a browser ends it (the WHATWG URL standard): at `/`, `?`, `#`, or `\` (which browsers
+/// read as `/` in http and https URLs), so `https://evil.example\@bank.example/` is
+/// evil.example here as in the browser that would open it.
 pub fn split(url: &str) -> Option<(&str, &str)> {
     let scheme_end = scheme_len(url)?;
     let after = scheme_end + 3;
-    let path_start = url[after..].find(['/', '?', '#']).map_or(url.len(), |i| after + i);
+    let path_start = url[after..].find(['/', '?', '#', '\\']).map_or(url.len(), |i| after + i);
     Some((&url[..path_start], &url[path_start..]))
 }
 
@@ -85,6 +88,8 @@ pub enum OAuthUrlError {
     Unprintable,
     /// `user:password@` in the authority.
     Credentials,
+    /// A backslash, which browsers and other URL parsers read differently.
+    Backslash,
     /// A scheme other than https or http.
     Scheme(String),
     /// Plain http to a host that is not loopback.
@@ -104,6 +109,7 @@ impl std::fmt::Display for OAuthUrlError {
             OAuthUrlError::NotAbsolute => write!(f, "it is not an absolute URL with a host; {OAUTH_URL_RULE}"),
             OAuthUrlError::Unprintable => f.write_str("it contains whitespace or control characters"),
             OAuthUrlError::Credentials => f.write_str("it carries credentials (user@host)"),
+            OAuthUrlError::Backslash => f.write_str("it contains a backslash, which URL parsers read differently"),
             OAuthUrlError::Scheme(scheme) => write!(f, "it uses the scheme {scheme}; {OAUTH_URL_RULE}"),
             OAuthUrlError::PlainHttp => {
                 write!(f, "it is plain http to a host that is not loopback; {OAUTH_URL_RULE}")
@@ -127,6 +133,9 @@ impl std::error::Error for OAuthUrlError {}
 pub fn check_oauth_url(url: &str) -> Result<(), OAuthUrlError> {
     if url.chars().any(|c| c.is_whitespace() || crate::util::is_unsafe_control(c)) {
         return Err(OAuthUrlError::Unprintable);
+    }
+    if url.contains('\\') {
+        return Err(OAuthUrlError::Backslash);
     }
     let (origin, _) = split(url).ok_or(OAuthUrlError::NotAbsolute)?;
     let scheme = scheme(url).ok_or(OAuthUrlError::NotAbsolute)?;
@@ -241,6 +250,9 @@ mod tests {
         assert!(is_loopback("[::ffff:127.0.0.1]") && is_loopback("127.0.0.1."));
         assert!(!is_loopback("[::2]") && !is_loopback("128.0.0.1") && !is_loopback("localhost.example"));
         assert!(is_absolute("https://a/b") && !is_absolute("/a?u=http://b"));
+        // As a browser reads it: the backslash ends the authority.
+        assert_eq!(host("https://evil.example\\@bank.example/login").as_deref(), Some("evil.example"));
+        assert_eq!(check_oauth_url("https://evil.example\\@bank.example/"), Err(OAuthUrlError::Backslash));
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Fleet {
                         } else {
                             match Supervised::start(engine, config, handler, access) {
                                 Ok(server) => Status::Ready(Box::new(server)),
-                                Err(err) => Status::Failed(format!("{err:#}")),
+                                Err(err) => Status::Failed(crate::util::chain(&err)),
                             }
                         };
                         let member = Member { config: config.clone(), status, started, connected: started.elapsed() };
@@ -140,6 +140,7 @@ impl Health {
 pub fn check(session: &Session, deadline: Instant, health: &mut Health) {
     let listed = (|| -> anyhow::Result<()> {
         health.version = Some(session.version().to_string());
+        health.transport = session.transport(health.transport);
         health.server_name = info(session, "name");
         health.server_version = info(session, "version");
         for kind in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts] {
@@ -166,7 +167,7 @@ pub fn check(session: &Session, deadline: Instant, health: &mut Health) {
     })();
     match listed {
         Ok(()) => health.state = State::Ready,
-        Err(err) => health.fail(format!("{err:#}")),
+        Err(err) => health.fail(crate::util::chain(&err)),
     }
 }
 
@@ -185,7 +186,7 @@ impl Member {
         let deadline = self.started + self.config.startup_timeout;
         match server.session() {
             Ok(session) => check(&session, deadline, &mut health),
-            Err(err) => health.fail(format!("{err:#}")),
+            Err(err) => health.fail(crate::util::chain(&err)),
         }
         health.elapsed = self.started.elapsed();
         health

@@ -305,6 +305,12 @@ impl Session {
         self.shared.revision.get().unwrap_or(Version::LATEST)
     }
 
+    /// The transport this session really speaks: `sse` once an `http` entry fell back to
+    /// legacy HTTP+SSE.
+    pub fn transport(&self, configured: &'static str) -> &'static str {
+        if self.shared.legacy.load(std::sync::atomic::Ordering::SeqCst) { "sse" } else { configured }
+    }
+
     /// Whether the session speaks the stateless revision.
     pub fn is_modern(&self) -> bool {
         self.version().is_modern()

@@ -211,7 +211,7 @@ impl Runtime {
                 let deadline = Instant::now() + server.config.operation_timeout;
                 match supervised.session() {
                     Ok(session) => super::fleet::check(&session, deadline, &mut health),
-                    Err(err) => health.fail(format!("{err:#}")),
+                    Err(err) => health.fail(crate::util::chain(&err)),
                 }
             }
             (State::Idle | State::Starting, _) => health.state = State::Starting,
@@ -301,7 +301,7 @@ fn classify(err: &anyhow::Error) -> State {
             return State::MissingVariable(missing.variable.clone());
         }
     }
-    State::Failed(format!("{err:#}"))
+    State::Failed(crate::util::chain(&err))
 }
 
 fn describe(name: &str, state: &State) -> String {

@@ -83,7 +83,7 @@ impl Supervised {
                 Ok(session)
             }
             Err(err) => {
-                state.last_error = Some(format!("{err:#}"));
+                state.last_error = Some(crate::util::chain(&err));
                 Err(err.context(format!("server {}: restart failed", self.config.name)))
             }
         }

@@ -147,11 +147,19 @@ pub struct Link {
     reports: Sender<Report>,
     router: Arc<dyn Router>,
     revision: Revision,
+    /// Set by an HTTP worker that fell back to legacy HTTP+SSE: health names the transport
+    /// the connection really uses.
+    legacy: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Link {
     pub fn new(conn: ConnId, name: &str, reports: Sender<Report>, router: Arc<dyn Router>) -> Link {
-        Link { conn, name: name.to_string(), reports, router, revision: Revision::default() }
+        Link { conn, name: name.to_string(), reports, router, revision: Revision::default(), legacy: Arc::default() }
+    }
+
+    /// The flag an HTTP worker sets when it speaks legacy HTTP+SSE.
+    pub fn legacy(&self) -> &Arc<std::sync::atomic::AtomicBool> {
+        &self.legacy
     }
 
     /// The connection's negotiated revision (its session sets it).

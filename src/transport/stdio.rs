@@ -201,7 +201,7 @@ impl Worker {
                 self.read_stdout();
                 self.read_stderr();
                 let cause =
-                    TransportError::Exited { status: describe_status(status), stderr: self.tail.last(STDERR_SHOWN) };
+                    TransportError::Exited { status: describe_status(status), stderr: self.tail.summary(STDERR_SHOWN) };
                 self.report(cause);
                 break;
             }
@@ -258,7 +258,7 @@ impl Worker {
         if queued > MAX_QUEUED_WRITES {
             drop(state);
             self.read_stderr();
-            let cause = TransportError::Stalled { stderr: self.tail.last(STDERR_SHOWN) };
+            let cause = TransportError::Stalled { stderr: self.tail.summary(STDERR_SHOWN) };
             self.report(cause);
             self.terminate();
             return;
@@ -328,7 +328,7 @@ impl Worker {
         if let Some(error) = failure {
             self.drop_stdout();
             self.read_stderr();
-            self.report(TransportError::Protocol { error, stderr: self.tail.last(STDERR_SHOWN) });
+            self.report(TransportError::Protocol { error, stderr: self.tail.summary(STDERR_SHOWN) });
             self.terminate();
             return;
         }
@@ -340,7 +340,7 @@ impl Worker {
                 // Give the exit a moment to be seen: most servers close stdout by exiting.
                 if !self.wait_exit(Duration::from_millis(50)) {
                     self.read_stderr();
-                    self.report(TransportError::StdoutClosed { stderr: self.tail.last(STDERR_SHOWN) });
+                    self.report(TransportError::StdoutClosed { stderr: self.tail.summary(STDERR_SHOWN) });
                     self.begin_close();
                 }
             }

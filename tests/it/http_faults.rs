@@ -612,6 +612,24 @@ fn http_legacy_sse_server_is_found_after_a_404_to_initialize() {
 }
 
 #[test]
+fn http_health_names_the_legacy_transport_an_entry_fell_back_to() {
+    // One client per legacy fixture: its event stream serves one connection.
+    for json in [false, true] {
+        let fx = legacy_server("/messages?s=1");
+        let env = Env::new();
+        remote(&env, &fx, "/mcp", json!({}));
+        let args: &[&str] = if json { &["mcp", "list", "--connect", "--json"] } else { &["mcp", "list", "--connect"] };
+        let out = env.nod(args).run();
+        out.code(0).within(10.0);
+        if json {
+            assert_eq!(out.json()["servers"][0]["transport"], "sse", "{}", out.text());
+        } else {
+            out.stdout_has("transport=sse");
+        }
+    }
+}
+
+#[test]
 fn http_sse_type_uses_the_legacy_transport_from_the_start() {
     let fx = legacy_server("/messages?s=1");
     let env = Env::new();

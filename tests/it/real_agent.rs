@@ -142,7 +142,11 @@ fn the_python_acp_sdk_drives_a_turn_with_permission_and_elicitation() {
     assert_eq!(find("initialize")[0]["initialize"]["protocolVersion"], 1);
     let permissions = find("permission");
     assert_eq!(permissions.len(), 1, "{transcript}");
-    assert_eq!(permissions[0]["title"], "mcp_everything_trigger-elicitation-request");
+    assert_eq!(
+        permissions[0]["title"],
+        "mcp_everything_trigger-elicitation-request (server everything, tool trigger-elicitation-request)",
+        "the question names the server and the tool"
+    );
     let elicitations = find("elicitation");
     assert_eq!(elicitations.len(), 1, "{transcript}");
     assert_eq!(elicitations[0]["mode"], "ElicitationFormSessionMode");
@@ -242,8 +246,11 @@ fn subagents_share_server_everything_within_their_parents_rules() {
     let results: Vec<serde_json::Value> =
         tool_messages(&parent).iter().map(|(_, c)| serde_json::from_str(c).unwrap()).collect();
     assert_eq!(results[0]["error"]["code"], "override_rejected", "get-sum is denied to the parent: {}", results[0]);
-    assert_eq!(results[1]["result"], "Echoed from a child.", "{}", results[1]);
-    assert_eq!(results[2]["result"], "Read the architecture document.", "{}", results[2]);
+    let marked = |agent: &str, answer: &str| {
+        format!("<untrusted_external source=\"subagent\" agent=\"{agent}\">\n{answer}\n</untrusted_external>")
+    };
+    assert_eq!(results[1]["result"], marked("run-2", "Echoed from a child."), "{}", results[1]);
+    assert_eq!(results[2]["result"], marked("reader", "Read the architecture document."), "{}", results[2]);
     let echoer: Vec<serde_json::Value> =
         model.requests().into_iter().filter(|r| crate::model::first_user(r).contains("ECHOER")).collect();
     let search = &tool_messages(&echoer[1])[0].1;

@@ -19,6 +19,7 @@ pub(super) fn start_legacy(shared: &Arc<Shared>, sse_url: &str) {
         }
         *legacy = Some(Legacy { endpoint: None, queued: Vec::new() });
     }
+    shared.link.legacy().store(true, std::sync::atomic::Ordering::SeqCst);
     let sse_url = sse_url.to_string();
     shared.spawn_thread(move |shared| {
         let cause = legacy_stream(shared, &sse_url);
