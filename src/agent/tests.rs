@@ -137,6 +137,7 @@ fn the_step_limit_ends_a_turn_as_completed_with_its_notice() {
     let mut seen = Seen::default();
     let report = agent.turn("go", &mut seen, &Trigger::default());
     assert_eq!((report.status, report.steps, report.step_limit), (Status::Completed, 2, true));
+    assert_eq!(report.final_output, "", "no answer of the model's");
     assert_eq!(script.requests().len(), 2);
     assert!(seen.notices.iter().any(|(_, t)| t.contains("step limit")), "{:?}", seen.notices);
 }

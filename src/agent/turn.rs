@@ -41,7 +41,9 @@ impl Agent {
                 turn.step_limit = true;
                 surface.notice(Level::Warning, STEP_LIMIT);
                 turn.add_text(&format!("\n\n{STEP_LIMIT}"));
-                break End::Completed(turn.output.clone());
+                // Completed (agent-reference 2.7), but without a final answer: the model was
+                // still at work, and nod's notice is no answer of the model's.
+                break End::Completed(String::new());
             }
             turn.steps += 1;
             surface.step(turn.steps);

@@ -164,6 +164,9 @@ impl AskSurface {
             if let Some(error) = &report.error {
                 out["error"] = json!(self.redactor.redact(error));
             }
+            if report.step_limit {
+                out["step_limit"] = json!(true);
+            }
             if let Some(input) = &report.input_required {
                 out["input_required"] = input_json(input);
             }

@@ -371,7 +371,14 @@ fn the_step_limit_ends_a_looping_model() {
     let model = Model::start(vec![search(), search(), search()]);
     let out = ask(&env, &model, &["--max-steps", "2", "--json", "loop"]).run();
     out.code(0).within(30.0);
-    assert!(out.json()["output"].as_str().unwrap().contains("step limit reached"));
+    let report = out.json();
+    assert!(report["output"].as_str().unwrap().contains("step limit reached"));
+    assert_eq!(
+        (report["status"].as_str(), report["step_limit"].as_bool()),
+        (Some("completed"), Some(true)),
+        "{report}"
+    );
+    assert_eq!(report["final_output"], "", "nod's notice is no final answer: {report}");
     assert_eq!(model.requests().len(), 2);
 }
 

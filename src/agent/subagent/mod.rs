@@ -428,10 +428,13 @@ fn finished(prepared: &Prepared, report: &Report, cap: usize, marker: &super::te
     let mut value = Map::new();
     value.insert("ok".into(), json!(code.is_none()));
     value.insert("agent".into(), json!(prepared.label));
-    let result = if report.final_output.is_empty() {
+    // A child stopped by its step limit has no final answer: its parent gets what it wrote,
+    // which ends with the step-limit notice.
+    let answer = if report.step_limit { report.output.trim() } else { report.final_output.as_str() };
+    let result = if answer.is_empty() {
         String::new()
     } else {
-        marker.marked(super::text::Source::Subagent, &[("agent", &prepared.label)], &report.final_output, cap, TOOL)
+        marker.marked(super::text::Source::Subagent, &[("agent", &prepared.label)], answer, cap, TOOL)
     };
     value.insert("result".into(), json!(result));
     value.insert("tool_calls".into(), Value::Array(calls));

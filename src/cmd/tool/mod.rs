@@ -88,7 +88,7 @@ pub fn signature(tool: &Value) -> String {
         schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     let mut out = name.to_string();
     for (param, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
-        let shown = format!("{param}:{}", type_of(property));
+        let shown = format!("{param}:{}", type_of(schema, property, 0));
         out.push(' ');
         if required.contains(&param.as_str()) {
             out.push_str(&shown);
@@ -100,20 +100,53 @@ pub fn signature(tool: &Value) -> String {
 }
 
 /// A property's type for a signature: its `type` (or types joined by |), the values of an
-/// `enum`, or `any`.
-fn type_of(property: &Value) -> String {
+/// `enum` or `const`, a local `$ref` followed into `root` (`#/$defs/...`, `#/definitions/...`),
+/// the branches of `anyOf`/`oneOf` joined by | (so Python's `Optional[str]` is `string|null`),
+/// or `any`.
+fn type_of(root: &Value, property: &Value, depth: usize) -> String {
+    if depth > 8 {
+        return "any".into();
+    }
     if let Some(values) = property.get("enum").and_then(Value::as_array) {
         let shown: Vec<String> =
             values.iter().take(6).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect();
         let more = if values.len() > 6 { "|..." } else { "" };
         return format!("{}{more}", shown.join("|"));
     }
+    if let Some(value) = property.get("const") {
+        return value.as_str().map_or_else(|| value.to_string(), str::to_string);
+    }
+    if let Some(target) = property.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
+        return match root.pointer(target) {
+            Some(found) => type_of(root, found, depth + 1),
+            None => "any".into(),
+        };
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = property.get(key).and_then(Value::as_array) {
+            let mut kinds: Vec<String> = Vec::new();
+            for branch in branches {
+                let kind = type_of(root, branch, depth + 1);
+                if !kinds.contains(&kind) {
+                    kinds.push(kind);
+                }
+            }
+            if !kinds.is_empty() && !kinds.iter().any(|k| k == "any") {
+                return kinds.join("|");
+            }
+        }
+    }
     match property.get("type") {
-        Some(Value::String(kind)) => match (kind.as_str(), property.pointer("/items/type").and_then(Value::as_str)) {
-            ("array", Some(item)) => format!("{item}[]"),
+        Some(Value::String(kind)) => match (kind.as_str(), property.get("items")) {
+            ("array", Some(items)) if items.is_object() => match type_of(root, items, depth + 1).as_str() {
+                "any" => "array".into(),
+                item if item.contains('|') => format!("({item})[]"),
+                item => format!("{item}[]"),
+            },
             _ => kind.clone(),
         },
         Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("|"),
+        _ if property.get("properties").is_some() => "object".into(),
         _ => "any".into(),
     }
 }
@@ -156,6 +189,22 @@ pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signatures_follow_local_refs_and_optional_types() {
+        let tool = json!({ "name": "t", "inputSchema": { "type": "object",
+            "properties": {
+                "a": { "anyOf": [{ "type": "string" }, { "type": "null" }], "default": null },
+                "b": { "$ref": "#/$defs/Mode" },
+                "c": { "type": "array", "items": { "$ref": "#/$defs/Mode" } },
+                "d": { "$ref": "#/$defs/Missing" },
+                "e": {},
+                "f": { "type": "array", "items": { "type": "integer" } },
+            },
+            "required": ["b"],
+            "$defs": { "Mode": { "type": "string", "enum": ["fast", "slow"] } } } });
+        assert_eq!(signature(&tool), "t [a:string|null] b:fast|slow [c:(fast|slow)[]] [d:any] [e:any] [f:integer[]]");
+    }
 
     #[test]
     fn signatures_show_types_and_optional_parameters() {
