@@ -581,7 +581,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "NOD_LOG, RUST_LOG",
-        "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack (ureq, ureq_proto, rustls) never logs below debug, whatever the filter says: its trace output would show credentials.",
+        "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack's debug and trace records (targets ureq, ureq_proto, rustls) are dropped whatever the filter says (ureq=, trace and all): they would show credentials.",
     ),
 ];
 
