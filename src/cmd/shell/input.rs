@@ -1,7 +1,7 @@
 //! The shell's input: a line editor (rustyline) on a terminal, with history kept in
 //! `$NOD_HOME/prompt_history`; plain lines from stdin otherwise, so a scripted session is
 //! the same REPL without editing. Questions asked during a turn (approvals, forms) read
-//! through the same input, never into the history.
+//! through the same input, never into the history, and only when stdin is a terminal.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -83,6 +83,17 @@ impl Input {
 
     pub fn is_terminal(&self) -> bool {
         matches!(self, Input::Editor(_))
+    }
+
+    /// Whether someone can answer a question: stdin is a terminal. Piped lines belong to the
+    /// script, which cannot have foreseen a question; taking one as an answer would let
+    /// `printf 'a\n' | nod` approve what it never saw.
+    pub fn can_ask(&self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            Input::Editor(_) => true,
+            Input::Piped(_) => std::io::stdin().is_terminal(),
+        }
     }
 
     /// One line at the main prompt: `Interrupted` for Ctrl-C (typed, or the signal firing

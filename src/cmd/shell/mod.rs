@@ -553,8 +553,8 @@ impl<'a> Shell<'a> {
         old.shutdown();
     }
 
-    /// The trust prompt for pending project servers (agent-reference 6.5). Whether
-    /// anything was approved.
+    /// The trust prompt for pending project servers (agent-reference 6.5); without a
+    /// terminal, one line and "decide later". Whether anything was approved.
     fn trust_prompt(&mut self, loaded: &Loaded) -> bool {
         let pending: Vec<&config::project::Entry> = loaded
             .project
@@ -565,8 +565,17 @@ impl<'a> Shell<'a> {
         if pending.is_empty() {
             return false;
         }
-        let workspace = &loaded.project.workspace;
         let n = pending.len();
+        if !self.input.can_ask() {
+            let names: Vec<_> = pending.iter().map(|e| terminal_safe(&e.name)).collect();
+            eprintln!(
+                "! {} in .mcp.json not approved, left for later (no terminal to ask): {}; approve with nod mcp trust approve <name>",
+                if n == 1 { "1 project server".to_string() } else { format!("{n} project servers") },
+                names.join(", ")
+            );
+            return false;
+        }
+        let workspace = &loaded.project.workspace;
         eprintln!(
             "This workspace's .mcp.json defines {n} MCP server{} that {} not been approved:",
             if n == 1 { "" } else { "s" },
@@ -847,7 +856,12 @@ impl Surface for ShellSurface<'_> {
         eprintln!("{mark} {}", terminal_safe(&self.redactor.redact(text)));
     }
 
+    /// `None` without a terminal: the call is refused as permission_required, as in `nod
+    /// ask`, and the next piped line stays a line of the script.
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
+        if !self.asking.input.can_ask() {
+            return None;
+        }
         if self.last != '\n' {
             self.out("\n");
         }
