@@ -375,6 +375,32 @@ fn history_recalls_prompts_and_keeps_secrets_out_of_its_file() {
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
+/// The shell's own parser decides: no spacing or flag order saves a secret-bearing `/mcp`
+/// line, and a history file left readable to others is made private.
+#[test]
+fn history_keeps_mcp_secrets_out_however_they_are_spelled() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let path = env.path("prompt_history");
+    std::fs::write(&path, "old entry\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let model = Model::start(vec![]);
+    let mut term = shell(&env, &model);
+    ready(&mut term);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600, "made private on opening");
+    term.type_line("/mcp  add -e TOKEN=two-spaces-canary bad.name /bin/true");
+    term.next("invalid server name").next("nod> ");
+    term.type_line("/mcp --json add --env TOKEN=json-first-canary bad.name /bin/true");
+    term.next("invalid server name").next("nod> ");
+    term.type_line("/mcp add -e TOKEN=unfinished-canary").next("nod> ");
+    term.type_line("/mcp  path").next("mcp.json").next("nod> ");
+    exit(term);
+    let history = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(history, "old entry\n/mcp  path\n");
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
 #[test]
 fn piped_lines_run_the_same_repl_without_a_terminal() {
     let env = Env::new();
