@@ -420,7 +420,10 @@ fn a_piped_shell_leaves_project_servers_pending() {
     let repo = pending_repo(&env, "lint");
     let model = Model::start(vec![Step::Text("A message.".into())]);
     let out = piped(&env, &model, "a\n/exit\n").cwd(&repo).run();
-    out.code(0).within(30.0).stderr_line_has(&["lint", "nod mcp trust approve <name>"]).stderr_lacks("approved project server");
+    out.code(0)
+        .within(30.0)
+        .stderr_line_has(&["lint", "nod mcp trust approve <name>"])
+        .stderr_lacks("approved project server");
     assert_eq!(user_messages(&model.requests()[0]), ["a"]);
     assert!(env.wire().is_empty(), "a pending server never starts");
     let states = env.nod(["mcp", "list", "--json"]).cwd(&repo).run().json();

@@ -735,7 +735,8 @@ fn may_remember(line: &str) -> bool {
         return true;
     }
     let Ok(words) = split_words(rest) else { return false };
-    let args: Vec<std::ffi::OsString> = std::iter::once("mcp".into()).chain(words.into_iter().map(Into::into)).collect();
+    let args: Vec<std::ffi::OsString> =
+        std::iter::once("mcp".into()).chain(words.into_iter().map(Into::into)).collect();
     match crate::cli::parse(args) {
         Ok(Command::Mcp(mcp, _)) => !mcp.carries_secret(),
         Ok(_) => true,
