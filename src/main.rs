@@ -29,7 +29,7 @@ fn main() -> ExitCode {
 }
 
 /// `NOD_LOG` (else `RUST_LOG`, else warn) to stderr (or `file`, appended), every line
-/// redacted, the HTTP stack held at debug (see `cmd::logging`).
+/// redacted, the HTTP stack's debug and trace records dropped (see `cmd::logging`).
 #[allow(clippy::print_stderr)]
 fn init_logging(redactor: Redactor, file: Option<std::path::PathBuf>) {
     let spec = std::env::var("NOD_LOG").or_else(|_| std::env::var("RUST_LOG")).ok();
@@ -44,11 +44,10 @@ fn init_logging(redactor: Redactor, file: Option<std::path::PathBuf>) {
             Err(err) => eprintln!("nod: cannot open the log file {}: {err}; logging to stderr", path.display()),
         }
     }
-    logger
-        .format(move |buf, record| {
-            let level = record.level().as_str().to_ascii_lowercase();
-            // Log lines may quote server output: secrets are scrubbed here too.
-            writeln!(buf, "nod: {level}: {}", redactor.redact(&record.args().to_string()))
-        })
-        .init();
+    logger.format(move |buf, record| {
+        let level = record.level().as_str().to_ascii_lowercase();
+        // Log lines may quote server output: secrets are scrubbed here too.
+        writeln!(buf, "nod: {level}: {}", redactor.redact(&record.args().to_string()))
+    });
+    nod::cmd::logging::install(logger);
 }

@@ -221,7 +221,7 @@ pub const COMMANDS: &[Command] = &[
             "nod mcp add [--env NAME=VALUE]... <name> <command> [args...]",
             "nod mcp add --transport http|sse <name> <url>",
         ],
-        about: "Add or replace a server in the profile. A local stdio server runs <command> with everything after it as its own arguments, dashes included; a remote one is reached at <url> (https, or http to localhost) over Streamable HTTP (http) or legacy HTTP+SSE (sse). A command that looks like a URL is refused: use --transport. Names contain only ASCII letters, digits, _ and -. The write is atomic, keeps every other entry and field, and leaves the file private (0600).",
+        about: "Add or replace a server in the profile. A local stdio server runs <command> with everything after it as its own arguments, dashes included; a remote one is reached at <url> (https, or http to localhost) over Streamable HTTP (http) or legacy HTTP+SSE (sse). A command that looks like a URL is refused: use --transport. Names contain only ASCII letters, digits, _ and -. The write is atomic, keeps every other entry and field, and leaves the file private (0600); it holds a lock (.mcp.json.lock beside the file), so concurrent edits all land.",
         flags: &["env", "transport", "json"],
         args: &[Arg::Free, Arg::Free],
         examples: &[
@@ -581,7 +581,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "NOD_LOG, RUST_LOG",
-        "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack (ureq, ureq_proto, rustls) never logs below debug, whatever the filter says: its trace output would show credentials.",
+        "Log filter for stderr (env_logger syntax, e.g. debug or nod::wire=trace). Default: warn. The HTTP stack's debug and trace records (targets ureq, ureq_proto, rustls) are dropped whatever the filter says (ureq=, trace and all): they would show credentials.",
     ),
 ];
 

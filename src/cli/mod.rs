@@ -144,6 +144,12 @@ impl Mcp {
             Mcp::Path | Mcp::List { .. } | Mcp::Trust(_) => return None,
         })
     }
+
+    /// Whether the command line may hold a secret, so the shell keeps it out of its history:
+    /// `add` takes `--env` values, and a server's own arguments or URL may carry a token.
+    pub fn carries_secret(&self) -> bool {
+        matches!(self, Mcp::Add(_))
+    }
 }
 
 /// `nod mcp trust ...`.

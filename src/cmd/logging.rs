@@ -1,76 +1,88 @@
-//! `NOD_LOG` (else `RUST_LOG`): the log filter, with the HTTP stack held at debug whatever the
-//! filter says. Below debug, ureq and rustls dump raw requests and responses, bearer tokens,
-//! header values and OAuth tokens included, split across lines where no redaction can find
-//! them. A filter that names those modules (`ureq`, `ureq_proto`, `ureq=trace`,
-//! `ureq_proto::client=trace`) or sets everything to trace is rewritten before env_logger
-//! reads it.
+//! `NOD_LOG` (else `RUST_LOG`): the log filter, read by env_logger as written, behind a logger
+//! that never passes on a debug or trace record of the HTTP stack. At those levels ureq,
+//! ureq_proto and rustls dump raw requests and responses, bearer tokens, header values and
+//! OAuth tokens included, split across lines where no redaction can find them. The records
+//! are dropped by their target, whatever the filter says: a filter's spelling (`ureq=`,
+//! `warn,ureq=`, `trace`) cannot let them through.
 
-/// Modules whose trace output carries secrets.
-const CLAMPED: [&str; 3] = ["ureq", "ureq_proto", "rustls"];
+use log::{Level, Log, Metadata, Record};
 
-/// The filter as env_logger should read it: every directive for a clamped module at debug
-/// at most, and the clamped modules themselves pinned to debug when the global level is
-/// trace. `None` means the default (warn).
+/// Target prefixes whose debug and trace records carry secrets (`ureq` covers `ureq_proto`;
+/// both are named so a reader sees them).
+const HELD_BACK: [&str; 3] = ["ureq", "ureq_proto", "rustls"];
+
+/// The filter env_logger reads: `spec`, or warn.
 pub fn filter(spec: Option<&str>) -> String {
-    let spec = spec.unwrap_or("warn");
-    // A `/regex` suffix filters messages; it stays as it is.
-    let (directives, regex) = match spec.split_once('/') {
-        Some((directives, regex)) => (directives, Some(regex)),
-        None => (spec, None),
-    };
-    let mut out: Vec<String> = Vec::new();
-    let mut global_trace = false;
-    for directive in directives.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        let (name, level) = match directive.split_once('=') {
-            Some((name, level)) => (name.trim(), Some(level.trim())),
-            None if is_level(directive) => {
-                global_trace |= directive.eq_ignore_ascii_case("trace");
-                out.push(directive.to_string());
-                continue;
-            }
-            None => (directive, None),
-        };
-        let clamped = CLAMPED.iter().any(|m| name == *m || name.starts_with(&format!("{m}::")));
-        match (clamped, level) {
-            // A bare module name means its every level: trace.
-            (true, None) => out.push(format!("{name}=debug")),
-            (true, Some(level)) if level.eq_ignore_ascii_case("trace") => out.push(format!("{name}=debug")),
-            _ => out.push(directive.to_string()),
-        }
-    }
-    if global_trace {
-        for module in CLAMPED {
-            if !out.iter().any(|d| d.split('=').next() == Some(module)) {
-                out.push(format!("{module}=debug"));
-            }
-        }
-    }
-    let mut text = out.join(",");
-    if let Some(regex) = regex {
-        text.push('/');
-        text.push_str(regex);
-    }
-    text
+    spec.unwrap_or("warn").to_string()
 }
 
-fn is_level(word: &str) -> bool {
-    ["off", "error", "warn", "info", "debug", "trace"].iter().any(|l| word.eq_ignore_ascii_case(l))
+/// Installs `logger` as the process's logger behind `Guarded`.
+pub fn install(mut logger: env_logger::Builder) {
+    let logger = logger.build();
+    let max = logger.filter();
+    if log::set_boxed_logger(Box::new(Guarded(logger))).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// A logger that drops the HTTP stack's debug and trace records before `L` sees them.
+pub struct Guarded<L>(pub L);
+
+impl<L: Log> Log for Guarded<L> {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        !held_back(metadata) && self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record) {
+        if !held_back(record.metadata()) {
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+fn held_back(metadata: &Metadata) -> bool {
+    metadata.level() >= Level::Debug && HELD_BACK.iter().any(|prefix| metadata.target().starts_with(prefix))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::filter;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Keeps every record's target and level.
+    #[derive(Default)]
+    struct Kept(Mutex<Vec<(String, Level)>>);
+
+    impl Log for Kept {
+        fn enabled(&self, _: &Metadata) -> bool {
+            true
+        }
+        fn log(&self, record: &Record) {
+            self.0.lock().unwrap().push((record.target().to_string(), record.level()));
+        }
+        fn flush(&self) {}
+    }
 
     #[test]
-    fn the_http_stack_never_logs_below_debug() {
-        assert_eq!(filter(None), "warn");
-        assert_eq!(filter(Some("trace")), "trace,ureq=debug,ureq_proto=debug,rustls=debug");
-        assert_eq!(filter(Some("ureq_proto")), "ureq_proto=debug");
-        assert_eq!(filter(Some("ureq")), "ureq=debug");
-        assert_eq!(filter(Some("nod=debug,ureq")), "nod=debug,ureq=debug");
-        assert_eq!(filter(Some("ureq_proto::client=trace")), "ureq_proto::client=debug");
-        assert_eq!(filter(Some("ureq=info,nod=trace")), "ureq=info,nod=trace");
-        assert_eq!(filter(Some("debug/secret")), "debug/secret");
-        assert_eq!(filter(Some("TRACE")), "TRACE,ureq=debug,ureq_proto=debug,rustls=debug");
+    fn the_http_stack_never_logs_below_info() {
+        let guarded = Guarded(Kept::default());
+        let targets = ["ureq", "ureq::unversioned", "ureq_proto::client", "rustls::client", "nod::wire"];
+        for target in targets {
+            for level in [Level::Error, Level::Warn, Level::Info, Level::Debug, Level::Trace] {
+                guarded.log(&Record::builder().target(target).level(level).args(format_args!("x")).build());
+            }
+        }
+        let kept = guarded.0.0.lock().unwrap();
+        for (target, level) in kept.iter() {
+            assert!(target == "nod::wire" || *level <= Level::Info, "{target} {level}");
+        }
+        assert_eq!(kept.len(), 4 * 3 + 5);
+        let metadata = Metadata::builder().target("ureq_proto").level(Level::Trace).build();
+        assert!(!guarded.enabled(&metadata));
     }
 }

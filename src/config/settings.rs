@@ -1,5 +1,6 @@
 //! `$NOD_HOME/settings.json`: project trust, recorded per canonical workspace path, never in
-//! the project's own `.mcp.json`. Written atomically and privately; other keys are kept.
+//! the project's own `.mcp.json`. Written atomically, privately and under a lock; other keys
+//! are kept.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,7 +50,17 @@ pub fn choices(path: &Path, workspace: &Path) -> anyhow::Result<HashMap<String, 
 }
 
 /// Records choices for `workspace` (`None` clears a name); `reset` first forgets them all.
+/// Under the file's lock, so two nods recording at once both land.
 pub fn record(path: &Path, workspace: &Path, reset: bool, changes: &[(String, Option<Choice>)]) -> anyhow::Result<()> {
+    super::write::locked(path, || record_unlocked(path, workspace, reset, changes))
+}
+
+fn record_unlocked(
+    path: &Path,
+    workspace: &Path,
+    reset: bool,
+    changes: &[(String, Option<Choice>)],
+) -> anyhow::Result<()> {
     let mut root = read_root(path)?;
     let key = workspace.to_string_lossy().into_owned();
     let projects = root.entry("projects").or_insert_with(|| json!({}));

@@ -2,6 +2,8 @@
 //! changes one entry under the canonical `mcp` key, and keeps every other entry and unknown
 //! field as it was. It is atomic (a temp file in the same folder, fsync, rename, fsync of the
 //! folder) and private (file 0600, folder 0700). An ambiguous file is never rewritten.
+//! Every read-modify-write of a file nod shares between processes (the profile,
+//! settings.json, credentials.json) runs under `locked`, so concurrent writers all land.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -54,8 +56,16 @@ fn check_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads the profile as raw JSON, lets `change` edit the canonical server map, writes it back.
+/// Reads the profile as raw JSON, lets `change` edit the canonical server map, writes it
+/// back, all under the profile's lock.
 fn update(
+    path: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> anyhow::Result<Change>,
+) -> anyhow::Result<Change> {
+    locked(path, || update_unlocked(path, change))
+}
+
+fn update_unlocked(
     path: &Path,
     change: impl FnOnce(&mut Map<String, Value>) -> anyhow::Result<Change>,
 ) -> anyhow::Result<Change> {
@@ -94,8 +104,40 @@ fn update(
     Ok(result)
 }
 
-/// Writes `bytes` to `path` atomically, as a 0600 file in a 0700 folder.
-pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// Runs `change` (a read-modify-write of `path`) holding an exclusive `flock` on the lock
+/// file beside it, `.NAME.lock` (0600). The rename in `write_private` keeps readers safe;
+/// the lock keeps a second writer from reading the file before the first one's rename and
+/// writing its stale copy over it. The lock goes with the descriptor, also when a process
+/// dies holding it. Never nest two of these on one path: flock locks per open file, so a
+/// second lock in the same process waits for ever.
+pub fn locked<T>(path: &Path, change: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    use std::os::fd::AsRawFd;
+    let dir = ensure_dir(path)?;
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let lock_path = dir.join(format!(".{file_name}.lock"));
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns for as long as the call.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).with_context(|| format!("cannot lock {}", lock_path.display()));
+        }
+    }
+    // Closing `lock` (dropped after `change` returns) releases it.
+    change()
+}
+
+/// `path`'s folder, created 0700 when missing.
+fn ensure_dir(path: &Path) -> anyhow::Result<&Path> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.exists() {
         fs::DirBuilder::new()
@@ -104,6 +146,12 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
             .create(dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    Ok(dir)
+}
+
+/// Writes `bytes` to `path` atomically, as a 0600 file in a 0700 folder.
+pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = ensure_dir(path)?;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
     let result = (|| {

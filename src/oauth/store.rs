@@ -1,9 +1,10 @@
 //! OAuth credentials: one private file, `$NOD_HOME/credentials.json` (0600, written
-//! atomically), holding one entry per server under `servers`, and the clients nod registered
-//! (RFC 7591) per server and authorization server issuer under `clients`. A token entry is
-//! used only for a server URL that its resource covers. A malformed entry is isolated: other
-//! servers still authenticate, and it is replaced on the server's next successful
-//! authorization or removed by logout, which forgets the server's registrations too.
+//! atomically under a lock), holding one entry per server under `servers`, and the clients
+//! nod registered (RFC 7591) per server and authorization server issuer under `clients`. A
+//! token entry is used only for a server URL that its resource covers. A malformed entry is
+//! isolated: other servers still authenticate, and it is replaced on the server's next
+//! successful authorization or removed by logout, which forgets the server's registrations
+//! too.
 
 use std::path::{Path, PathBuf};
 
@@ -172,8 +173,13 @@ fn issuer_key(issuer: &str) -> &str {
     issuer.trim_end_matches('/')
 }
 
-/// Changes one top-level map of the file (`servers` or `clients`) and writes it back.
+/// Changes one top-level map of the file (`servers` or `clients`) and writes it back, under
+/// the file's lock: two nods refreshing tokens at once both keep their entries.
 fn update(path: &Path, section: &str, change: impl FnOnce(&mut Map<String, Value>)) -> anyhow::Result<()> {
+    crate::config::write::locked(path, || update_unlocked(path, section, change))
+}
+
+fn update_unlocked(path: &Path, section: &str, change: impl FnOnce(&mut Map<String, Value>)) -> anyhow::Result<()> {
     // A file that is not an object at all is replaced: it holds nothing usable.
     let mut root = read_root(path).unwrap_or_default();
     let map = root.entry(section).or_insert_with(|| json!({}));

@@ -77,3 +77,21 @@ fn bad_names_and_entries_are_refused_before_writing() {
     env.nod(["mcp", "add", "--transport", "sse", "ftp", "ftp://example.com/"]).run().code(2);
     assert!(!env.path("mcp.json").exists(), "nothing may be written for a refused entry");
 }
+
+/// Twenty `nod mcp add` at once: every one lands (each read-modify-write holds the
+/// profile's lock), none is lost to a rename that raced it.
+#[test]
+fn concurrent_adds_all_land() {
+    let env = Env::new();
+    let names: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+    let running: Vec<_> = names.iter().map(|name| env.nod(["mcp", "add", name, "--", "true"]).spawn()).collect();
+    for run in running {
+        run.wait().code(0);
+    }
+    let servers = read(&env)["mcp"].as_object().cloned().unwrap_or_default();
+    let mut kept: Vec<&String> = servers.keys().collect();
+    kept.sort();
+    let mut wanted: Vec<&String> = names.iter().collect();
+    wanted.sort();
+    assert_eq!(kept, wanted);
+}

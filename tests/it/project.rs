@@ -327,6 +327,23 @@ fn trust_is_recorded_privately_per_workspace_and_can_be_reset() {
     ]);
 }
 
+/// Twenty `nod mcp trust approve` at once, one server each: settings.json keeps all twenty.
+#[test]
+fn concurrent_approvals_all_land() {
+    let env = Env::new();
+    let repo = repo(&env);
+    let names: Vec<String> = (0..20).map(|i| format!("p{i}")).collect();
+    let servers: serde_json::Map<String, Value> =
+        names.iter().map(|name| (name.clone(), json!({ "command": FIXTURE }))).collect();
+    write_project(&repo, Value::Object(servers));
+    let running: Vec<_> =
+        names.iter().map(|name| env.nod(["mcp", "trust", "approve", name]).cwd(&repo).spawn()).collect();
+    for run in running {
+        run.wait().code(0);
+    }
+    assert_eq!(trust_states(&env, &repo), vec!["approved"; 20]);
+}
+
 #[test]
 fn broken_project_files_are_clear_issues() {
     let env = Env::new();

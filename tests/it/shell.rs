@@ -1,7 +1,7 @@
 //! The interactive shell on a pseudo-terminal, as a person uses it: what is typed, what the
 //! terminal shows, what reached the fake model endpoint and the fixture server.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -20,6 +20,22 @@ fn shell_in(env: &Env, model: &Model, cwd: Option<&Path>) -> Terminal {
         cmd = cmd.cwd(cwd);
     }
     cmd.timeout(60).spawn_on_terminal()
+}
+
+/// A repository whose `.mcp.json` has one pending server, `name` (the fixture), and an
+/// empty profile.
+fn pending_repo(env: &Env, name: &str) -> PathBuf {
+    env.profile(json!({ "mcp": {} }));
+    let repo = env.path("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let entry = json!({ "command": FIXTURE, "args": ["--record", env.record_path()], "env": env.marker_env() });
+    std::fs::write(repo.join(".mcp.json"), json!({ "mcpServers": { name: entry } }).to_string()).unwrap();
+    repo
+}
+
+/// The shell without a terminal: `lines` on its stdin.
+fn piped(env: &Env, model: &Model, lines: &str) -> crate::run::Cmd {
+    env.nod(Vec::<String>::new()).env("NOD_BASE_URL", model.url()).env("NOD_MODEL", "fake-model").stdin(lines)
 }
 
 /// The shell is up: the fixture connected and the prompt shown.
@@ -165,11 +181,7 @@ fn a_tool_selected_in_the_browser_is_offered_to_the_model() {
 #[test]
 fn the_trust_prompt_leaves_servers_for_later_or_approves_them() {
     let env = Env::new();
-    env.profile(json!({ "mcp": {} }));
-    let repo = env.path("repo");
-    std::fs::create_dir_all(repo.join(".git")).unwrap();
-    let entry = json!({ "command": FIXTURE, "args": ["--record", env.record_path()], "env": env.marker_env() });
-    std::fs::write(repo.join(".mcp.json"), json!({ "mcpServers": { "lint": entry } }).to_string()).unwrap();
+    let repo = pending_repo(&env, "lint");
     let model = Model::start(vec![]);
     let mut term = shell_in(&env, &model, Some(&repo));
     term.next("This workspace's .mcp.json defines 1 MCP server that has not been approved:");
@@ -363,19 +375,79 @@ fn history_recalls_prompts_and_keeps_secrets_out_of_its_file() {
     assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
+/// The shell's own parser decides: no spacing or flag order saves a secret-bearing `/mcp`
+/// line, and a history file left readable to others is made private.
+#[test]
+fn history_keeps_mcp_secrets_out_however_they_are_spelled() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let path = env.path("prompt_history");
+    std::fs::write(&path, "old entry\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let model = Model::start(vec![]);
+    let mut term = shell(&env, &model);
+    ready(&mut term);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600, "made private on opening");
+    term.type_line("/mcp  add -e TOKEN=two-spaces-canary bad.name /bin/true");
+    term.next("invalid server name").next("nod> ");
+    term.type_line("/mcp --json add --env TOKEN=json-first-canary bad.name /bin/true");
+    term.next("invalid server name").next("nod> ");
+    term.type_line("/mcp add -e TOKEN=unfinished-canary").next("nod> ");
+    term.type_line("/mcp  path").next("mcp.json").next("nod> ");
+    exit(term);
+    let history = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(history, "old entry\n/mcp  path\n");
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
 #[test]
 fn piped_lines_run_the_same_repl_without_a_terminal() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     let model = Model::start(vec![Step::Text("Piped answer.".into())]);
-    let out = env
-        .nod(Vec::<String>::new())
-        .env("NOD_BASE_URL", model.url())
-        .env("NOD_MODEL", "fake-model")
-        .stdin("/mcp path\nhello there\n/exit\n")
-        .run();
+    let out = piped(&env, &model, "/mcp path\nhello there\n/exit\n").run();
     out.code(0).within(30.0).stdout_has("mcp.json").stdout_has("Piped answer.").stderr_has("nod 0.1.0 · fake-model");
     assert_eq!(user_messages(&model.requests()[0]), ["hello there"]);
+    env.assert_no_leftovers();
+}
+
+/// Without a terminal nobody can be asked: pending project servers stay pending (one line
+/// says how to approve them), and the piped line after is a message, not an answer.
+#[test]
+fn a_piped_shell_leaves_project_servers_pending() {
+    let env = Env::new();
+    let repo = pending_repo(&env, "lint");
+    let model = Model::start(vec![Step::Text("A message.".into())]);
+    let out = piped(&env, &model, "a\n/exit\n").cwd(&repo).run();
+    out.code(0)
+        .within(30.0)
+        .stderr_line_has(&["lint", "nod mcp trust approve <name>"])
+        .stderr_lacks("approved project server");
+    assert_eq!(user_messages(&model.requests()[0]), ["a"]);
+    assert!(env.wire().is_empty(), "a pending server never starts");
+    let states = env.nod(["mcp", "list", "--json"]).cwd(&repo).run().json();
+    assert_eq!(states["project"]["servers"][0]["trust"], "pending", "{states}");
+}
+
+/// A call that needs approval in a piped shell is refused as in `nod ask`
+/// (permission_required), and the next line is the next message.
+#[test]
+fn a_piped_shell_refuses_calls_that_need_approval() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": "unasked" }))]),
+        Step::Text("Refused.".into()),
+        Step::Text("Second.".into()),
+    ]);
+    let out = piped(&env, &model, "echo something\n1\n/exit\n").run();
+    out.code(0).within(30.0).stdout_has("Refused.").stdout_has("Second.");
+    let requests = model.requests();
+    assert!(tool_messages(&requests[2])[1].1.contains("permission_required"), "{:?}", tool_messages(&requests[2]));
+    assert_eq!(user_messages(&requests[3]).last().unwrap(), "1");
+    assert!(env.wire().iter().all(|m| m["method"] != "tools/call"), "the refused call never reached the server");
     env.assert_no_leftovers();
 }
 
@@ -403,11 +475,7 @@ fn configuration_commands_change_the_profile_and_reload() {
 #[test]
 fn a_whole_session_from_trust_to_exit() {
     let env = Env::new();
-    env.profile(json!({ "mcp": {} }));
-    let repo = env.path("repo");
-    std::fs::create_dir_all(repo.join(".git")).unwrap();
-    let entry = json!({ "command": FIXTURE, "args": ["--record", env.record_path()], "env": env.marker_env() });
-    std::fs::write(repo.join(".mcp.json"), json!({ "mcpServers": { "docs": entry } }).to_string()).unwrap();
+    let repo = pending_repo(&env, "docs");
     let model = Model::start(vec![
         Step::Calls("Let me ask you.".into(), vec![call("capability_search", json!({ "query": "elicit a name" }))]),
         Step::Calls(String::new(), vec![call("mcp_docs_elicit", json!({}))]),

@@ -1,7 +1,7 @@
 //! The shell's input: a line editor (rustyline) on a terminal, with history kept in
 //! `$NOD_HOME/prompt_history`; plain lines from stdin otherwise, so a scripted session is
 //! the same REPL without editing. Questions asked during a turn (approvals, forms) read
-//! through the same input, never into the history.
+//! through the same input, never into the history, and only when stdin is a terminal.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,6 +85,17 @@ impl Input {
         matches!(self, Input::Editor(_))
     }
 
+    /// Whether someone can answer a question: stdin is a terminal. Piped lines belong to the
+    /// script, which cannot have foreseen a question; taking one as an answer would let
+    /// `printf 'a\n' | nod` approve what it never saw.
+    pub fn can_ask(&self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            Input::Editor(_) => true,
+            Input::Piped(_) => std::io::stdin().is_terminal(),
+        }
+    }
+
     /// One line at the main prompt: `Interrupted` for Ctrl-C (typed, or the signal firing
     /// `interrupt` when the input is not a terminal), `End` for Ctrl-D.
     pub fn prompt(&mut self, prompt: &str, interrupt: &Trigger) -> Reply {
@@ -98,10 +109,11 @@ impl Input {
         }
     }
 
-    /// Adds a line to the history (and its file), unless it may carry a secret.
+    /// Adds a line to the history (and its file). The shell decides first whether the line
+    /// may carry a secret (`may_remember`).
     pub fn remember(&mut self, line: &str) {
         let Input::Editor(editor) = self else { return };
-        if line.trim().is_empty() || line.trim_start().starts_with("/mcp add") {
+        if line.trim().is_empty() {
             return;
         }
         let last =
@@ -161,9 +173,11 @@ impl Prompter for Asking<'_> {
 }
 
 /// The history file's entries, oldest first: one a line, `\n` and `\\` escaped. A file over
-/// twice the cap is rewritten with the last `HISTORY_CAP`.
+/// twice the cap is rewritten with the last `HISTORY_CAP`. A file another program (or an
+/// older nod) left readable to others is made private.
 fn load(path: &PathBuf) -> Vec<String> {
     let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
+    make_private(path);
     let entries: Vec<String> = text.lines().filter(|l| !l.is_empty()).map(unescape).collect();
     let kept = entries[entries.len().saturating_sub(HISTORY_CAP)..].to_vec();
     if entries.len() > 2 * HISTORY_CAP {
@@ -177,8 +191,17 @@ fn append(path: &PathBuf, entry: &str) {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path);
     if let Ok(mut file) = file {
+        // `mode` applies only to a file this call creates.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         let _ = file.write_all(format!("{}\n", escape(entry)).as_bytes());
     }
+}
+
+/// Mode 0600, whatever the file had.
+fn make_private(path: &PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
 }
 
 fn escape(entry: &str) -> String {

@@ -238,7 +238,9 @@ impl<'a> Shell<'a> {
             if line.trim().is_empty() {
                 continue;
             }
-            self.input.remember(&line);
+            if may_remember(&line) {
+                self.input.remember(&line);
+            }
             if looks_like_command(&line) {
                 if self.command(line.trim()) == Flow::Exit {
                     return Exit::Ok;
@@ -629,8 +631,8 @@ impl<'a> Shell<'a> {
         old.shutdown();
     }
 
-    /// The trust prompt for pending project servers (agent-reference 6.5). Whether
-    /// anything was approved.
+    /// The trust prompt for pending project servers (agent-reference 6.5); without a
+    /// terminal, one line and "decide later". Whether anything was approved.
     fn trust_prompt(&mut self, loaded: &Loaded) -> bool {
         let pending: Vec<&config::project::Entry> = loaded
             .project
@@ -641,8 +643,17 @@ impl<'a> Shell<'a> {
         if pending.is_empty() {
             return false;
         }
-        let workspace = &loaded.project.workspace;
         let n = pending.len();
+        if !self.input.can_ask() {
+            let names: Vec<_> = pending.iter().map(|e| terminal_safe(&e.name)).collect();
+            eprintln!(
+                "! {} in .mcp.json not approved, left for later (no terminal to ask): {}; approve with nod mcp trust approve <name>",
+                if n == 1 { "1 project server".to_string() } else { format!("{n} project servers") },
+                names.join(", ")
+            );
+            return false;
+        }
+        let workspace = &loaded.project.workspace;
         eprintln!(
             "This workspace's .mcp.json defines {n} MCP server{} that {} not been approved:",
             if n == 1 { "" } else { "s" },
@@ -788,6 +799,28 @@ fn looks_like_command(line: &str) -> bool {
     !word.is_empty() && word.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Whether `line` may go into the history. A `/mcp` line is judged on what the shell's own
+/// parser makes of it (`Mcp::carries_secret`), so no spacing or flag order lets a secret
+/// through; one that does not parse stays out too, since it may be such a command mistyped.
+fn may_remember(line: &str) -> bool {
+    let line = line.trim();
+    if !looks_like_command(line) {
+        return true;
+    }
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    if word != "/mcp" {
+        return true;
+    }
+    let Ok(words) = split_words(rest) else { return false };
+    let args: Vec<std::ffi::OsString> =
+        std::iter::once("mcp".into()).chain(words.into_iter().map(Into::into)).collect();
+    match crate::cli::parse(args) {
+        Ok(Command::Mcp(mcp, _)) => !mcp.carries_secret(),
+        Ok(_) => true,
+        Err(_) => false,
+    }
+}
+
 /// Splits a command line into words: whitespace separates, '...' and "..." quote, a
 /// backslash escapes the next character (outside single quotes).
 fn split_words(line: &str) -> Result<Vec<String>, String> {
@@ -925,7 +958,12 @@ impl Surface for ShellSurface<'_> {
         eprintln!("{mark} {}", terminal_safe(&self.redactor.redact(text)));
     }
 
+    /// `None` without a terminal: the call is refused as permission_required, as in `nod
+    /// ask`, and the next piped line stays a line of the script.
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
+        if !self.asking.input.can_ask() {
+            return None;
+        }
         if self.last != '\n' {
             self.out("\n");
         }
@@ -1017,6 +1055,24 @@ mod tests {
         assert!(!looks_like_command("/src/file.rs explain"));
         assert!(!looks_like_command("/"));
         assert!(!looks_like_command("explain /help"));
+    }
+
+    #[test]
+    fn mcp_lines_that_may_hold_a_secret_stay_out_of_the_history() {
+        for line in [
+            "/mcp add -e TOKEN=x a cmd",
+            "/mcp  add -e TOKEN=x a cmd",
+            "  /mcp\tadd --env TOKEN=x a cmd",
+            "/mcp --json add -e TOKEN=x a cmd",
+            "/mcp 'add' --transport http a https://h/?token=x",
+            "/mcp add -e TOKEN=x",
+            "/mcp add 'unclosed",
+        ] {
+            assert!(!may_remember(line), "{line}");
+        }
+        for line in ["/mcp list", "/mcp  path", "/mcp add --help", "/help", "explain /mcp add -e T=x", "a question"] {
+            assert!(may_remember(line), "{line}");
+        }
     }
 
     #[test]
