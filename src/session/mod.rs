@@ -201,8 +201,7 @@ impl Session {
             match session.initialize(deadline, Version::LATEST) {
                 Ok(()) => return Ok(session),
                 Err(err) => {
-                    let refused = err.chain().any(|c| matches!(c.downcast_ref::<CallError>(), Some(CallError::Rpc(_))));
-                    if !refused {
+                    if !refused(&err) {
                         // Not evidence of a new revision (the server is down, say): keep it.
                         return Err(err);
                     }
@@ -221,6 +220,16 @@ impl Session {
                 revisions::record(memory, config, true);
                 Ok(session)
             }
+            Era::Silent(probe) => match session.initialize(deadline, Version::LATEST) {
+                Ok(()) => {
+                    session.cancel(&probe, "the server answered initialize");
+                    revisions::record(memory, config, true);
+                    Ok(session)
+                }
+                // A slow 2026-07-28 server answers the probe at last and refuses initialize.
+                Err(err) if refused(&err) && session.late_discovery(probe, deadline) => Ok(session),
+                Err(err) => Err(err),
+            },
             Era::Respawn => {
                 drop(session);
                 log::debug!("server {}: exited on server/discover; starting it again for initialize", config.name);
@@ -667,6 +676,12 @@ fn names_2026(error: &crate::jsonrpc::ResponseError) -> bool {
     let supported = error.data.as_ref().and_then(|d| d.get("supported")).and_then(Value::as_array);
     supported.is_some_and(|s| s.iter().any(|v| v.as_str().is_some_and(|v| v.starts_with("2026-"))))
         || error.message.contains("2026-07-28")
+}
+
+/// Whether the server refused with a JSON-RPC error (evidence of its revision, unlike a
+/// connection that failed).
+fn refused(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| matches!(c.downcast_ref::<CallError>(), Some(CallError::Rpc(_))))
 }
 
 fn initialize_error(err: CallError, startup: Duration) -> anyhow::Error {

@@ -34,6 +34,11 @@ pub(super) struct InputRound {
 pub(super) enum Era {
     Modern,
     Legacy,
+    /// A stdio server that has not answered the probe in `PROBE_TIMEOUT`: most likely of the
+    /// initialize era (it ignores unknown requests), but it may be a slow one of 2026-07-28.
+    /// It is initialized with the probe still open; if it refuses `initialize`, the probe's
+    /// answer is awaited for the rest of the startup timeout.
+    Silent(Call),
     /// A stdio server that exited on the probe: start it again and initialize.
     Respawn,
 }
@@ -66,8 +71,20 @@ impl Session {
         let mut asked_again = false;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let wait = if self.remote || pinned { remaining } else { remaining.min(PROBE_TIMEOUT) };
-            let result = self.request_with(method::DISCOVER, None, wait);
+            // The probe runs to the startup deadline; a stdio server silent for
+            // PROBE_TIMEOUT is initialized meanwhile, with the probe still open.
+            let probe = self.start(method::DISCOVER, None, remaining, None);
+            let result = if self.remote || pinned {
+                self.wait(probe, |_| {})
+            } else {
+                match self.wait_for(probe, PROBE_TIMEOUT) {
+                    Ok(result) => result,
+                    Err(pending) => {
+                        log::debug!("server {}: no answer to server/discover yet; using initialize", self.name);
+                        return Ok(Era::Silent(pending));
+                    }
+                }
+            };
             let legacy = |why: &str| {
                 log::debug!("server {}: {why}; using initialize", self.name);
                 Ok(Era::Legacy)
@@ -118,6 +135,40 @@ impl Session {
                 Err(err) => return Err(initialize_error(err, self.startup_timeout).context("server/discover")),
             }
         }
+    }
+
+    /// Waits up to `limit` for `call`: its result, or the call itself, still open, when none
+    /// came.
+    fn wait_for(&self, mut call: Call, limit: Duration) -> Result<Result<Value, CallError>, Call> {
+        let until = Instant::now() + limit;
+        loop {
+            match call.updates().recv_deadline(until) {
+                Ok(crate::dispatch::CallUpdate::Done(result)) => {
+                    if let Some(result) = self.settle(&mut call, result) {
+                        return Ok(result);
+                    }
+                }
+                Ok(crate::dispatch::CallUpdate::Progress(_)) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => return Err(call),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Ok(Err(CallError::Cancelled("nod is shutting down".into())));
+                }
+            }
+        }
+    }
+
+    /// After a silent probe and a refused `initialize`: whether the probe's answer, awaited
+    /// until `deadline`, says the server speaks 2026-07-28 (then the session is modern).
+    pub(super) fn late_discovery(&mut self, probe: Call, deadline: Instant) -> bool {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let Ok(Ok(result)) = self.wait_for(probe, remaining) else { return false };
+        if !supported(&result).iter().any(|v| v == Version::MODERN.as_str()) {
+            return false;
+        }
+        log::debug!("server {}: answered server/discover late; it speaks 2026-07-28", self.name);
+        self.shared.revision.set(Some(Version::MODERN));
+        self.adopt_discovery(&result);
+        true
     }
 
     /// What `initialize` used to say, from a `server/discover` result.

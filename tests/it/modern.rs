@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::http_fixture::{Fixture, Reply, Request, text_result};
-use crate::support::{Env, SERVER, with_method};
+use crate::support::{Env, FIXTURE, SERVER, with_method};
 
 fn methods(wire: &[Value]) -> Vec<String> {
     wire.iter().filter_map(|m| m["method"].as_str()).map(String::from).collect()
@@ -460,4 +460,19 @@ fn a_dropped_call_joins_the_thread_of_its_input_round() {
     assert!(!thread_names().contains(&round), "the round's thread outlived its call: {:?}", thread_names());
     drop(session);
     engine.shutdown();
+}
+
+#[test]
+fn a_slow_starting_2026_server_connects_on_its_first_contact() {
+    // It wakes after the probe's 5 s: the probe's answer comes late, and it refuses the
+    // initialize nod sent meanwhile (issue 21.1: three of four Python servers, cold).
+    let env = Env::new();
+    let script = format!("sleep 6; exec {FIXTURE} --scenario modern-only --record {}", env.record_path().display());
+    env.profile(json!({ "mcp": { "slow": { "command": ["sh", "-c", script], "env": env.marker_env(),
+        "startup_timeout_ms": 20000 } } }));
+    let out = env.nod(["mcp", "tool", "call", "slow", "echo", r#"{"message":"late"}"#]).timeout(40).run();
+    out.code(0).stdout_has("late");
+    let health = env.nod(["mcp", "list", "--connect"]).timeout(40).run();
+    health.code(0).stdout_has("protocol=2026-07-28");
+    env.assert_no_leftovers();
 }
