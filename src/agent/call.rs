@@ -25,6 +25,11 @@ use crate::session::elicit::{Asked, InputRequired};
 use crate::session::{Admit, Call, Session};
 use crate::util::Trigger;
 
+/// The most tool calls one step runs; the model is told the rest did not run.
+pub(crate) const MAX_CALLS_PER_STEP: usize = 64;
+/// The most subagents one step runs in parallel; the rest of a leading run are refused.
+pub(crate) const MAX_PARALLEL_CHILDREN: usize = 8;
+
 /// A step's results: one tool message per call, notes from the user, and why the turn must
 /// end (if it must).
 pub(super) struct Step {
@@ -65,10 +70,21 @@ impl Agent {
         turn: &mut Turn,
     ) -> Step {
         let mut step = Step { results: Vec::new(), notes: Vec::new(), end: None, all_malformed: true };
-        let calls = &completion.calls;
-        // A leading run of two or more subagent calls runs in parallel.
+        let (calls, skipped) = completion.calls.split_at(completion.calls.len().min(MAX_CALLS_PER_STEP));
+        // A leading run of two or more subagent calls runs in parallel, at most
+        // MAX_PARALLEL_CHILDREN of them; the rest of the run is refused.
         let lead = calls.iter().take_while(|c| c.name == builtin::SUBAGENT).count();
-        let parallel = if lead >= 2 && !self.reach.is_child() { lead } else { 0 };
+        let (calls, refused_children) = if lead > MAX_PARALLEL_CHILDREN && !self.reach.is_child() {
+            calls.split_at(MAX_PARALLEL_CHILDREN)
+        } else {
+            (calls, &[][..])
+        };
+        let refused_children =
+            &refused_children[..refused_children.iter().take_while(|c| c.name == builtin::SUBAGENT).count()];
+        let after = &completion.calls[calls.len() + refused_children.len()..completion.calls.len() - skipped.len()];
+        let calls: Vec<ToolCall> = calls.iter().chain(after).cloned().collect();
+        let calls = &calls[..];
+        let parallel = if lead >= 2 && !self.reach.is_child() { lead.min(MAX_PARALLEL_CHILDREN) } else { 0 };
         if parallel > 0 {
             step.all_malformed = false;
             let (outcomes, interrupted) = match self.permit_subagents(surface, &mut step.notes) {
@@ -114,6 +130,19 @@ impl Agent {
             if let Some(end) = end {
                 step.end = Some(end);
                 break;
+            }
+        }
+        // Every call gets an answer, so the conversation stays valid: the ones over a bound
+        // are refused, saying which bound.
+        let over = |call: &ToolCall, why: String| (call.clone(), Outcome::failed(&call.name, why));
+        let refusals = refused_children
+            .iter()
+            .map(|c| over(c, format!("Not run: at most {MAX_PARALLEL_CHILDREN} subagents run in one step; ask again for the rest.")))
+            .chain(skipped.iter().map(|c| over(c, format!("Not run: at most {MAX_CALLS_PER_STEP} tool calls run in one step; call the rest in the next step."))));
+        if step.end.is_none() {
+            for (call, outcome) in refusals.collect::<Vec<_>>() {
+                surface.tool_started(&call.name, &call.arguments);
+                self.finish_call(&call, outcome, surface, turn, &mut step);
             }
         }
         step

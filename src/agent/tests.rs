@@ -233,3 +233,24 @@ fn a_subagent_is_offered_the_built_ins_of_its_row_and_a_parent_all_of_them() {
     let offered: Vec<&str> = super::builtin::offered(true).map(|b| b.name).collect();
     assert_eq!(offered, ["capability_search", "mcp_select_tool", "mcp_read_resource"]);
 }
+
+#[test]
+fn a_step_runs_a_bounded_number_of_calls_and_children_and_answers_every_call() {
+    let many: Vec<(&str, Value)> = (0..70).map(|_| ("capability_search", json!({ "query": "x" }))).collect();
+    let script = Script::new(vec![Ok(calls(&many)), Ok(text("Done."))]);
+    let mut first = agent(&script, json!({}), 50);
+    first.turn("go", &mut Seen::default(), &Trigger::default());
+    let results = tool_results(&script.requests()[1].0);
+    assert_eq!(results.len(), 70, "every call is answered");
+    let refused = results.iter().filter(|r| r.contains("at most 64 tool calls run in one step")).count();
+    assert_eq!(refused, 6);
+    let children: Vec<(&str, Value)> =
+        (0..10).map(|i| ("subagent", json!({ "action": "run", "task": format!("task {i}") }))).collect();
+    let script = Script::new(vec![Ok(calls(&children)), Ok(text("Done."))]);
+    let mut parent = agent(&script, json!({}), 50);
+    parent.turn("go", &mut Seen::default(), &Trigger::default());
+    let results = tool_results(&script.requests()[1].0);
+    assert_eq!(results.len(), 10);
+    let refused = results.iter().filter(|r| r.contains("at most 8 subagents run in one step")).count();
+    assert_eq!(refused, 2, "{results:?}");
+}

@@ -91,6 +91,9 @@ pub enum ProviderError {
     Stream(String),
     /// The endpoint refused the content (`content_filter`).
     ContentFilter,
+    /// The answer grew past nod's bound (text and tool calls, or their number). Not retried:
+    /// the same request would do the same.
+    TooLarge(String),
     /// The request was cancelled.
     Cancelled,
 }
@@ -106,6 +109,7 @@ impl std::fmt::Display for ProviderError {
             ProviderError::Timeout => f.write_str("the model endpoint timed out"),
             ProviderError::Stream(why) => write!(f, "the model's answer broke off: {why}"),
             ProviderError::ContentFilter => f.write_str("the model endpoint refused the content (content_filter)"),
+            ProviderError::TooLarge(why) => write!(f, "the model's answer was cut off: {why}"),
             ProviderError::Cancelled => f.write_str("cancelled"),
         }
     }

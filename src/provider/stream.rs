@@ -102,16 +102,36 @@ fn arguments(value: Option<&Value>) -> String {
     }
 }
 
+/// The most an answer may hold, text and tool calls together: an endpoint that streams
+/// without end is cut off here, not when nod's memory runs out.
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+/// The most tool calls one answer may assemble (a step runs at most `MAX_CALLS_PER_STEP`
+/// of them; the rest are refused to the model).
+pub const MAX_CALLS: usize = 4096;
+
 #[derive(Default)]
 struct Accumulator {
     text: String,
     /// Calls by `index`, in order of first appearance.
     calls: Vec<(u64, ToolCall)>,
+    /// `index` → position in `calls`: assembly stays linear however many calls interleave.
+    slots: std::collections::HashMap<u64, usize>,
+    /// Bytes held so far (text, names, ids, arguments).
+    held: usize,
     finish: Option<Finish>,
     usage: Option<Usage>,
 }
 
 impl Accumulator {
+    /// Counts `bytes` more against `MAX_ANSWER_BYTES`.
+    fn hold(&mut self, bytes: usize) -> Result<(), ProviderError> {
+        self.held += bytes;
+        if self.held > MAX_ANSWER_BYTES {
+            return Err(ProviderError::TooLarge(format!("the answer exceeded {} MiB", MAX_ANSWER_BYTES >> 20)));
+        }
+        Ok(())
+    }
+
     fn chunk(&mut self, chunk: &Value, on_text: &mut dyn FnMut(&str)) -> Result<(), ProviderError> {
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             return Err(stream_error(error));
@@ -122,27 +142,36 @@ impl Accumulator {
         let Some(choice) = chunk.pointer("/choices/0") else { return Ok(()) };
         let delta = &choice["delta"];
         if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            self.hold(text.len())?;
             on_text(text);
             self.text.push_str(text);
         }
         for (position, call) in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
             let index = call.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
-            let slot = match self.calls.iter().position(|(i, _)| *i == index) {
-                Some(slot) => slot,
+            let slot = match self.slots.get(&index) {
+                Some(&slot) => slot,
                 None => {
+                    if self.calls.len() >= MAX_CALLS {
+                        return Err(ProviderError::TooLarge(format!("more than {MAX_CALLS} tool calls in one answer")));
+                    }
                     let fresh = ToolCall { id: String::new(), name: String::new(), arguments: String::new() };
                     self.calls.push((index, fresh));
+                    self.slots.insert(index, self.calls.len() - 1);
                     self.calls.len() - 1
                 }
             };
+            let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+            let name = call.pointer("/function/name").and_then(Value::as_str);
+            let args = arguments(call.pointer("/function/arguments"));
+            self.hold(id.map_or(0, str::len) + name.map_or(0, str::len) + args.len())?;
             let entry = &mut self.calls[slot].1;
-            if let Some(id) = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            if let Some(id) = id {
                 entry.id = id.to_string();
             }
-            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+            if let Some(name) = name {
                 entry.name.push_str(name);
             }
-            entry.arguments.push_str(&arguments(call.pointer("/function/arguments")));
+            entry.arguments.push_str(&args);
         }
         if let Some(finish) = finish(choice.get("finish_reason").and_then(Value::as_str))? {
             self.finish = Some(finish);
@@ -228,6 +257,35 @@ mod tests {
         assert_eq!(done.calls[1].id, "call_1", "a missing id is made up");
         assert_eq!(done.finish, Finish::ToolCalls);
         assert_eq!(done.usage, Some(Usage { input: 10, output: 3 }));
+    }
+
+    #[test]
+    fn an_endless_answer_and_a_flood_of_calls_are_cut_off_and_assembly_stays_linear() {
+        let mut acc = Accumulator::default();
+        let piece = delta(json!({ "content": "x".repeat(1 << 20) }));
+        let mut failed = None;
+        for _ in 0..(MAX_ANSWER_BYTES >> 20) + 2 {
+            if let Err(err) = acc.chunk(&piece, &mut |_| {}) {
+                failed = Some(err);
+                break;
+            }
+        }
+        assert!(matches!(failed, Some(ProviderError::TooLarge(_))), "{failed:?}");
+        assert!(!failed.unwrap().retryable(), "the same request would do the same");
+        // 4096 calls interleaved in fragments: each fragment finds its call at once.
+        let mut acc = Accumulator::default();
+        let started = std::time::Instant::now();
+        for round in 0..2 {
+            for i in 0..MAX_CALLS as u64 {
+                let name = if round == 0 { "t" } else { "" };
+                let call = json!({ "tool_calls": [{ "index": i, "function": { "name": name, "arguments": "{}" } }] });
+                acc.chunk(&delta(call), &mut |_| {}).unwrap();
+            }
+        }
+        assert_eq!(acc.calls.len(), MAX_CALLS);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        let one_more = json!({ "tool_calls": [{ "index": MAX_CALLS as u64, "function": { "name": "t" } }] });
+        assert!(matches!(acc.chunk(&delta(one_more), &mut |_| {}), Err(ProviderError::TooLarge(_))));
     }
 
     #[test]

@@ -16,6 +16,10 @@ use crate::mcp::method;
 
 /// A listing that needs more pages than this is refused: it is a loop or a flood.
 pub const MAX_PAGES: usize = 1000;
+/// The most items one listing keeps (tools, resources, templates or prompts of one server):
+/// a server that pages without end stops here, with what it listed so far and a note, instead
+/// of growing nod without bound.
+pub const MAX_ITEMS: usize = 20_000;
 /// The longest cursor nod sends back.
 pub const MAX_CURSOR_BYTES: usize = 4096;
 /// How deeply a tool's input schema may nest.
@@ -210,6 +214,13 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Lis
                 }
                 Err(why) => listing.rejected.push(why.to_string()),
             }
+        }
+        if listing.items.len() >= MAX_ITEMS {
+            listing.items.truncate(MAX_ITEMS);
+            let note = format!("{}: stopped at {MAX_ITEMS} items; the rest are not listed", kind.method());
+            log::warn!("server {}: {note}", session.name);
+            listing.rejected.push(note);
+            return Ok(listing);
         }
         if session.is_modern() {
             let ttl = page.get("ttlMs").and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
