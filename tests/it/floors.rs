@@ -315,3 +315,18 @@ fn a_listing_that_pages_without_end_stops_at_its_bound() {
     out.code(0).stderr_has("stopped at 20000 items");
     assert_eq!(out.json()["tools"].as_array().map(Vec::len), Some(20_000));
 }
+
+#[test]
+fn a_tool_name_the_model_writes_cannot_drive_the_terminal() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    // OSC 52 (a clipboard write), a cursor move and a line erase in the name.
+    let evil = "mcp_x\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2A\u{1b}[2K";
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call(evil, json!({}))]),
+        Step::Text("Done \u{1b}[31mred\u{1b}[0m.".into()),
+    ]);
+    let out = ask(&env, &model, &["go"]).run();
+    out.code(0).within(30.0).stderr_has("● mcp_x");
+    assert!(!out.stderr.contains('\u{1b}') && !out.stderr.contains('\u{7}'), "{:?}", out.stderr);
+}
