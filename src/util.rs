@@ -88,7 +88,7 @@ impl Tail {
     pub fn summary(&self, n: usize) -> Vec<String> {
         let mut last = self.last(n);
         let Some(first) = &self.first else { return last };
-        if n < 3 || last.first() == Some(first) || self.lines.len() + usize::from(!self.partial.is_empty()) <= n {
+        if n < 3 || last.contains(first) {
             return last;
         }
         let keep = last.split_off(last.len() - (n - 2));
@@ -371,7 +371,10 @@ mod tests {
         tail.push(b"ee\nfour\nfive");
         assert_eq!(tail.last(3), vec!["three", "four", "five"]);
         assert_eq!(tail.summary(3), vec!["one", "…", "five"], "the first line is kept");
-        assert_eq!(tail.summary(5), vec!["one", "two", "three", "four", "five"]);
+        assert_eq!(tail.summary(5), vec!["one", "…", "three", "four", "five"]);
+        let mut short = Tail::new(64);
+        short.push(b"a\nb\n");
+        assert_eq!(short.summary(3), vec!["a", "b"], "nothing scrolled out");
         tail.push(&vec![b'x'; 10_000]);
         assert_eq!(tail.last(1)[0].len(), TAIL_LINE_BYTES);
     }

@@ -643,7 +643,7 @@ mod tests {
             tool: "mcp_fs_write\u{1b}]52;c;bad\u{7}".into(),
             server: Some("fs".into()),
             original: Some("write".into()),
-            arguments: json!({ "padding": blank, "path": "/home/me/.ssh/authorized_keys", "text": "a\u{200B}b       \n" }),
+            arguments: json!({ "padding": blank, "path": "/home/me/.ssh/authorized_keys", "text": "a\u{200B}b            \n" }),
             agent: None,
         };
         let mut io = Script::new(&["n"]);
@@ -652,7 +652,7 @@ mod tests {
         assert!(said.contains("  path: \"/home/me/.ssh/authorized_keys\"\n"), "{said}");
         assert!(said.contains("  padding: \"\\u{2800}\\u{2800}"), "{said}");
         assert!(said.contains("more characters not shown)"), "{said}");
-        assert!(said.contains("  text: \"a\\u{200B}b⟨7 spaces⟩\\n\""), "{said}");
+        assert!(said.contains("  text: \"a\\u{200B}b⟨12 spaces⟩\\n\""), "{said}");
         assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
         assert!(said.contains("(server fs, tool write)"), "{said}");
     }
