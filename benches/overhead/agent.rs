@@ -37,14 +37,14 @@ pub enum Answer {
 /// had arrived and when the answer's last byte went out.
 struct Endpoint {
     port: u16,
-    times: Arc<Mutex<Vec<(Instant, Instant)>>>,
+    times: Arc<(Mutex<Vec<(Instant, Instant)>>, std::sync::Condvar)>,
 }
 
 impl Endpoint {
     fn start(script: Arc<Script>, pin: bool) -> Endpoint {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake endpoint");
         let port = listener.local_addr().expect("its address").port();
-        let times = Arc::new(Mutex::new(Vec::new()));
+        let times = Arc::new((Mutex::new(Vec::new()), std::sync::Condvar::new()));
         let record = times.clone();
         std::thread::spawn(move || {
             if pin {
@@ -53,7 +53,8 @@ impl Endpoint {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 if let Some(pair) = serve(stream, &*script) {
-                    record.lock().expect("times").push(pair);
+                    record.0.lock().expect("times").push(pair);
+                    record.1.notify_all();
                 }
             }
         });
@@ -64,8 +65,17 @@ impl Endpoint {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
-    fn take_times(&self) -> Vec<(Instant, Instant)> {
-        std::mem::take(&mut *self.times.lock().expect("times"))
+    /// The times recorded, once there are `expected` of them (or 5 s passed). nod may read
+    /// the last answer and exit before this endpoint's thread has recorded that answer's
+    /// times: waiting for the count, not for nod, is what makes the count exact. (Taking them
+    /// at once after nod exited lost the last one now and then: "201 != 202".)
+    fn take_times(&self, expected: usize) -> Vec<(Instant, Instant)> {
+        let (times, changed) = &*self.times;
+        let guard = times.lock().expect("times");
+        let (mut guard, _) = changed
+            .wait_timeout_while(guard, std::time::Duration::from_secs(5), |t| t.len() < expected)
+            .expect("times");
+        std::mem::take(&mut *guard)
     }
 }
 
@@ -273,7 +283,7 @@ fn steps(bench: &Bench, quick: bool) {
                 .status()
                 .expect("run nod ask");
             assert!(status.success(), "nod ask failed: {status}");
-            let times = endpoint.take_times();
+            let times = endpoint.take_times(n + 2);
             assert_eq!(times.len(), n + 2, "every step reached the endpoint");
             // From the answer to the first echo call to the request with the last result.
             for pair in times.windows(2).skip(1) {
@@ -307,7 +317,7 @@ fn rss(bench: &Bench, quick: bool) {
     let env = [("NOD_BASE_URL", endpoint.url()), ("NOD_MODEL", "bench".to_string())];
     let runs = if quick { 1 } else { 5 };
     let kib = (0..runs).map(|_| bench.rss(&argv, &env)).max().unwrap_or(0);
-    assert_eq!(endpoint.take_times().len() % 3, 0, "each run took three steps");
+    assert_eq!(endpoint.take_times(3 * runs).len(), 3 * runs, "each run took three steps");
     println!(
         "peak RSS of nod ask with 1000 tools on 20 servers (a search, a call, an answer): {:.1} MiB",
         kib as f64 / 1024.0

@@ -48,7 +48,7 @@ pub fn remember_names(server: &str, tools: Option<Vec<String>>, prompts: Option<
     }
     let mut text = serde_json::to_string(&Value::Object(root)).unwrap_or_default();
     text.push('\n');
-    if let Err(err) = crate::config::write::write_private(&path, text.as_bytes()) {
+    if let Err(err) = crate::config::write::write_cache(&path, text.as_bytes()) {
         log::debug!("could not remember names for completion: {err:#}");
     }
 }

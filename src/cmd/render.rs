@@ -19,6 +19,23 @@ pub fn blocks(content: &[Value], terminal: bool) -> String {
     out
 }
 
+/// `blocks`, written to `out` as it goes: a text block is written from the result itself,
+/// never copied (a 7 MiB result costs no second 7 MiB).
+pub fn write_blocks(content: &[Value], terminal: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    for block in content {
+        let text = match block.get("type").and_then(Value::as_str) {
+            Some("text") => std::borrow::Cow::Borrowed(block.get("text").and_then(Value::as_str).unwrap_or("")),
+            _ => std::borrow::Cow::Owned(block_text(block)),
+        };
+        let shown = if terminal { terminal_safe(&text) } else { std::borrow::Cow::Borrowed(text.as_ref()) };
+        out.write_all(shown.as_bytes())?;
+        if !shown.ends_with('\n') {
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
 pub fn safe(text: &str, terminal: bool) -> String {
     if terminal { terminal_safe(text).into_owned() } else { text.to_string() }
 }

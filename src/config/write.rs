@@ -149,17 +149,33 @@ fn ensure_dir(path: &Path) -> anyhow::Result<&Path> {
     Ok(dir)
 }
 
-/// Writes `bytes` to `path` atomically, as a 0600 file in a 0700 folder.
+/// Writes `bytes` to `path` atomically, as a 0600 file in a 0700 folder, and durably (synced).
 pub fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_file(path, bytes, true)
+}
+
+/// `write_private` for a cache that nod can rebuild (completion names, revision verdicts):
+/// atomic, never torn, but not synced to disk, which costs milliseconds a command; a crash
+/// may leave the older copy, never a broken one.
+pub fn write_cache(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_file(path, bytes, false)
+}
+
+fn write_file(path: &Path, bytes: &[u8], durable: bool) -> anyhow::Result<()> {
     let dir = ensure_dir(path)?;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let result = (|| {
+    let result = (|| -> std::io::Result<()> {
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        if durable {
+            file.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
+        if durable {
+            fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

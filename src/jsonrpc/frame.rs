@@ -9,6 +9,10 @@
 /// The largest frame nod sends or accepts, newline excluded.
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
 
+/// A reader's buffer larger than this is shrunk when it empties (one big result should not
+/// keep its memory for the rest of the session).
+const SHRINK_ABOVE: usize = 1024 * 1024;
+
 /// Why the byte stream cannot be framed any further.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameError {
@@ -60,6 +64,10 @@ impl FrameReader {
         }
         self.buf.drain(..start);
         self.scanned = self.buf.len();
+        // A big frame leaves a big buffer: give it back once the frame is out.
+        if self.buf.capacity() > SHRINK_ABOVE && self.buf.len() < SHRINK_ABOVE / 4 {
+            self.buf.shrink_to(SHRINK_ABOVE / 4);
+        }
         if self.buf.len() > MAX_FRAME + 1 {
             return Err(FrameError::TooLarge);
         }

@@ -40,7 +40,7 @@ fn read(path: &Path) -> Map<String, Value> {
 
 fn write(path: &Path, map: Map<String, Value>) {
     let bytes = serde_json::to_vec_pretty(&Value::Object(map)).unwrap_or_default();
-    if let Err(err) = crate::config::write::write_private(path, &bytes) {
+    if let Err(err) = crate::config::write::write_cache(path, &bytes) {
         log::debug!("cannot record protocol revisions: {err:#}");
     }
 }

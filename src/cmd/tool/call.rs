@@ -244,6 +244,13 @@ fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Resul
         let shown = if is_error { crate::cmd::failure::redact_value(result, &redact) } else { result.clone() };
         print_json(&shown)?;
     } else {
+        if !is_error && !content.is_empty() && call.output.as_deref() != Some(std::path::Path::new("-")) {
+            // The usual case, a successful result: written from the result, not copied.
+            let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+            render::write_blocks(content, stdout_is_terminal(), &mut stdout)?;
+            std::io::Write::flush(&mut stdout)?;
+            return Ok(Exit::Ok);
+        }
         let mut text = render::blocks(content, stdout_is_terminal());
         if content.is_empty()
             && let Some(structured) = result.get("structuredContent")
