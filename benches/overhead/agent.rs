@@ -35,9 +35,12 @@ pub enum Answer {
 /// A Chat Completions endpoint on 127.0.0.1 that answers by the number of tool results in the
 /// request (so one script serves any number of runs) and records, per request, when its body
 /// had arrived and when the answer's last byte went out.
+/// Per answered request: when its body had arrived, when the answer's last byte went out.
+type Times = Mutex<Vec<(Instant, Instant)>>;
+
 struct Endpoint {
     port: u16,
-    times: Arc<(Mutex<Vec<(Instant, Instant)>>, std::sync::Condvar)>,
+    times: Arc<(Times, std::sync::Condvar)>,
 }
 
 impl Endpoint {

@@ -38,7 +38,7 @@ pub(super) enum Era {
     /// initialize era (it ignores unknown requests), but it may be a slow one of 2026-07-28.
     /// It is initialized with the probe still open; if it refuses `initialize`, the probe's
     /// answer is awaited for the rest of the startup timeout.
-    Silent(Call),
+    Silent(Box<Call>),
     /// A stdio server that exited on the probe: start it again and initialize.
     Respawn,
 }
@@ -139,7 +139,7 @@ impl Session {
 
     /// Waits up to `limit` for `call`: its result, or the call itself, still open, when none
     /// came.
-    fn wait_for(&self, mut call: Call, limit: Duration) -> Result<Result<Value, CallError>, Call> {
+    fn wait_for(&self, mut call: Call, limit: Duration) -> Result<Result<Value, CallError>, Box<Call>> {
         let until = Instant::now() + limit;
         loop {
             match call.updates().recv_deadline(until) {
@@ -149,7 +149,7 @@ impl Session {
                     }
                 }
                 Ok(crate::dispatch::CallUpdate::Progress(_)) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => return Err(call),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => return Err(Box::new(call)),
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
                     return Ok(Err(CallError::Cancelled("nod is shutting down".into())));
                 }
@@ -159,9 +159,9 @@ impl Session {
 
     /// After a silent probe and a refused `initialize`: whether the probe's answer, awaited
     /// until `deadline`, says the server speaks 2026-07-28 (then the session is modern).
-    pub(super) fn late_discovery(&mut self, probe: Call, deadline: Instant) -> bool {
+    pub(super) fn late_discovery(&mut self, probe: Box<Call>, deadline: Instant) -> bool {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let Ok(Ok(result)) = self.wait_for(probe, remaining) else { return false };
+        let Ok(Ok(result)) = self.wait_for(*probe, remaining) else { return false };
         if !supported(&result).iter().any(|v| v == Version::MODERN.as_str()) {
             return false;
         }

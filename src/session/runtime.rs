@@ -301,7 +301,7 @@ fn classify(err: &anyhow::Error) -> State {
             return State::MissingVariable(missing.variable.clone());
         }
     }
-    State::Failed(crate::util::chain(&err))
+    State::Failed(crate::util::chain(err))
 }
 
 fn describe(name: &str, state: &State) -> String {
