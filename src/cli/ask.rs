@@ -1,6 +1,9 @@
 //! `nod ask` and `nod permissions`, and the agent's global flags (`--full-access`/`--yolo`,
-//! `--context-limit`), which may come before the command or among its flags. Flags of `ask`
-//! are read until the first word that is not one (or `--`); everything after is the prompt.
+//! `--context-limit`), which may come before the command or among its flags. The flags of
+//! `ask` may come anywhere before `--`, before the prompt's words or after them (`nod ask
+//! hello --json`, as `llm`, `gh` and `claude` take theirs); after `--` everything is prompt
+//! text, dashes and all. A word that looks like an option nod does not know is an error that
+//! says how to send it.
 
 use lexopt::prelude::*;
 
@@ -92,8 +95,8 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
             Short('q') | Long("quiet") => ask.quiet = true,
             Long("prompt-permissions") => ask.prompt_permissions = true,
             Long("no-stdin") => ask.no_stdin = true,
-            Long("system") => ask.system = Some(string(parser, page)?),
-            Long("model") => ask.model = Some(string(parser, page)?),
+            Short('s') | Long("system") => ask.system = Some(string(parser, page)?),
+            Short('m') | Long("model") => ask.model = Some(string(parser, page)?),
             Long("max-steps") => {
                 let text = string(parser, page)?;
                 let steps = text
@@ -106,12 +109,12 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
             Short('h') | Long("help") => return Ok(Command::Help(page)),
             Value(word) => {
                 words.push(word.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
-                // The first word starts the prompt: the rest is prompt text, dashes and all.
-                for raw in parser.raw_args().map_err(lex(page))? {
-                    words.push(raw.into_string().map_err(|_| usage(page, "the prompt must be valid UTF-8"))?);
-                }
             }
-            other => return Err(unknown_option(page, other, &known_flags("ask"), "nod ask")),
+            other => {
+                let mut err = unknown_option(page, other, &known_flags("ask"), "nod ask");
+                err.message.push_str("; to send words that start with a dash, put them after --: nod ask -- -x ...");
+                return Err(err);
+            }
         }
     }
     ask.prompt = words.join(" ");
@@ -145,7 +148,7 @@ pub(super) fn parse_acp(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
             continue;
         }
         match arg {
-            Long("model") => acp.model = Some(string(parser, page)?),
+            Short('m') | Long("model") => acp.model = Some(string(parser, page)?),
             Long("log-file") => acp.log_file = Some(string(parser, page)?.into()),
             Short('h') | Long("help") => return Ok(Command::Help(page)),
             Value(word) => return Err(no_argument("acp", &word)),

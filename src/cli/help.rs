@@ -166,13 +166,13 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag {
         long: "system",
-        short: None,
+        short: Some('s'),
         value: Some("TEXT"),
         about: "With ask: use TEXT as the system prompt instead of nod's own (the list of configured servers and the runtime context are still added).",
     },
     Flag {
         long: "model",
-        short: None,
+        short: Some('m'),
         value: Some("ID"),
         about: "With ask and acp: the model for this run, over NOD_MODEL and the model of settings.json.",
     },
@@ -434,7 +434,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "ask",
         usage: &["nod ask [FLAGS] [--] [prompt...]"],
-        about: "Ask the model a question for a script. The prompt is the words after the flags (everything from the first word on, dashes included), or all of stdin when there are none; with both, piped stdin is attached to the prompt as a <stdin> block (up to 4 MiB in all). The model finds MCP tools with capability_search and calls them; the answer streams to stdout, and tool lines (● name and its arguments, ✗ why on failure), notices and errors go to stderr. Required servers start first; the others start on the first use of MCP; pending project servers are named and skipped; nod ask never starts an OAuth flow. Exit status: 0 answered, 1 the model or the provider failed, 2 usage or configuration error, 3 a server asked for input nobody could give, 130 interrupted.",
+        about: "Ask the model a question for a script. The prompt is the words given (flags may come before or after them; after -- everything is prompt text, dashes included), or all of stdin when there are none; with both, piped stdin is attached to the prompt as a <stdin> block (up to 4 MiB in all). The model finds MCP tools with capability_search and calls them; the answer streams to stdout, and tool lines (● name and its arguments, ✗ why on failure), notices and errors go to stderr. Required servers start first; the others start on the first use of MCP; pending project servers are named and skipped; nod ask never starts an OAuth flow. Exit status: 0 answered, 1 the model or the provider failed, 2 usage or configuration error, 3 a server asked for input nobody could give, 130 interrupted.",
         flags: &[
             "json",
             "quiet",

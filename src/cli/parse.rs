@@ -344,13 +344,18 @@ mod tests {
 
     #[test]
     fn ask_takes_its_flags_then_the_prompt_and_globals_anywhere_before_it() {
-        let Ok(Command::Ask(ask)) = p("--yolo ask --json --context-limit mcp_description_bytes=9 -q what is -x --json")
+        let Ok(Command::Ask(ask)) = p("--yolo ask --context-limit mcp_description_bytes=9 -q what is this --json")
         else {
             panic!()
         };
-        assert!(ask.globals.full_access && ask.json && ask.quiet);
+        assert!(ask.globals.full_access && ask.json && ask.quiet, "flags after the words are flags");
         assert_eq!(ask.globals.context_limits, ["mcp_description_bytes=9"]);
-        assert_eq!(ask.prompt, "what is -x --json", "everything from the first word is the prompt");
+        assert_eq!(ask.prompt, "what is this");
+        let Ok(Command::Ask(ask)) = p("ask hello -m gpt -s terse -- what is -x --json") else { panic!() };
+        assert_eq!((ask.model.as_deref(), ask.system.as_deref(), ask.json), (Some("gpt"), Some("terse"), false));
+        assert_eq!(ask.prompt, "hello what is -x --json", "after -- everything is the prompt");
+        let err = p("ask what is -x").unwrap_err().message;
+        assert!(err.contains("unknown option -x") && err.contains("put them after --"), "{err}");
         let Ok(Command::Ask(ask)) = p("ask --max-steps 3 --model m --system s -- --help") else { panic!() };
         assert_eq!((ask.max_steps, ask.model.as_deref(), ask.system.as_deref()), (Some(3), Some("m"), Some("s")));
         assert_eq!(ask.prompt, "--help");

@@ -437,3 +437,21 @@ fn nod_permissions_shows_mode_rules_and_their_sources() {
         json!({ "permission": "mcp_fs_write_file", "pattern": "*", "action": "deny", "source": "workspace" })
     );
 }
+
+#[test]
+fn flags_after_the_prompt_are_flags_and_dashes_go_after_a_double_dash() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![Step::Text("Hi.".into()), Step::Text("Dash.".into())]);
+    let out = ask(&env, &model, &["hello", "--json"]).run();
+    out.code(0).within(30.0);
+    assert_eq!(out.json()["final_output"], "Hi.", "the run is a JSON run: {}", out.text());
+    ask(&env, &model, &["-m", "other-model", "--", "what", "is", "-x", "--json"]).run().code(0).stdout_has("Dash.");
+    let requests = model.requests();
+    assert_eq!(requests[0]["messages"][1]["content"], "hello");
+    assert_eq!(requests[1]["messages"][1]["content"], "what is -x --json");
+    assert_eq!(requests[1]["model"], "other-model", "-m is --model");
+    let refused = ask(&env, &model, &["what", "is", "-x"]).run();
+    refused.code(2).stderr_has("put them after --");
+    assert_eq!(model.requests().len(), 2, "a usage error asks nothing");
+}
