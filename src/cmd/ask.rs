@@ -65,6 +65,8 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let mut agent = setup.agent(runtime.clone(), asked);
     let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
     let mut surface = AskSurface {
+        explained: false,
+        prompt_permissions: ask.prompt_permissions,
         json: ask.json,
         quiet: ask.quiet,
         terminal: std::io::stdout().is_terminal(),
@@ -117,6 +119,9 @@ fn prompt(ask: &Ask) -> anyhow::Result<String> {
 }
 
 struct AskSurface {
+    /// The refusal of a call needing approval was explained already.
+    explained: bool,
+    prompt_permissions: bool,
     json: bool,
     quiet: bool,
     terminal: bool,
@@ -128,6 +133,26 @@ struct AskSurface {
 }
 
 impl AskSurface {
+    /// Once per run, on stderr: why a call needing approval was refused and the ways to allow
+    /// it (the model is told too, but the person is the one who can act).
+    fn explain_refusal(&mut self, request: &Approval) {
+        if self.explained || self.json {
+            return;
+        }
+        self.explained = true;
+        let why = if self.prompt_permissions {
+            "--prompt-permissions could not ask: there is no terminal (/dev/tty) to ask on"
+        } else {
+            "nod ask asks no one unless told to"
+        };
+        let rule = serde_json::json!({ "permission": { request.tool.as_str(): "allow" } });
+        eprintln!(
+            "nod: {} needs approval and {why}. To allow it: rerun with --prompt-permissions on a terminal; or add the rule {rule} to {}; or run with --full-access (no checks at all).",
+            crate::util::terminal_safe(&request.title()),
+            crate::config::settings::path().map_or_else(|_| "settings.json".to_string(), |p| p.display().to_string())
+        );
+    }
+
     fn out(&mut self, text: &str) {
         if self.json || text.is_empty() {
             return;
@@ -242,8 +267,13 @@ impl Surface for AskSurface {
     }
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
-        let tty = self.tty.as_mut()?;
-        Some(form::approve_brief(tty, request))
+        match self.tty.as_mut() {
+            Some(tty) => Some(form::approve_brief(tty, request)),
+            None => {
+                self.explain_refusal(request);
+                None
+            }
+        }
     }
 
     fn elicit(&mut self, request: &InputRequired) -> Elicited {

@@ -140,6 +140,10 @@ fn an_mcp_call_needing_approval_fails_back_to_the_model_when_nobody_can_be_asked
     ]);
     let out = ask(&env, &model, &["echo", "hi"]).run();
     out.code(0).within(30.0).stdout_has("I was not allowed.").stderr_has("✗ Tool approval is required");
+    // The person is told how to allow it, once, with the exact rule.
+    out.stderr_has("mcp_fx_echo (server fx, tool echo) needs approval").stderr_has("--prompt-permissions");
+    out.stderr_has(r#"{"permission":{"mcp_fx_echo":"allow"}}"#).stderr_has("--full-access");
+    assert_eq!(out.stderr.matches("needs approval").count(), 1, "{}", out.stderr);
     let denial: Value = serde_json::from_str(&tool_messages(&model.requests()[2])[1].1).unwrap();
     assert_eq!(denial["error"]["reason"], "permission_required", "{denial}");
     assert!(!env.wire().iter().any(|m| m["method"] == "tools/call"), "nothing reached the server");
@@ -454,4 +458,17 @@ fn flags_after_the_prompt_are_flags_and_dashes_go_after_a_double_dash() {
     let refused = ask(&env, &model, &["what", "is", "-x"]).run();
     refused.code(2).stderr_has("put them after --");
     assert_eq!(model.requests().len(), 2, "a usage error asks nothing");
+}
+
+#[test]
+fn prompt_permissions_without_a_terminal_says_it_could_not_ask() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": "hi" }))]),
+        Step::Text("Refused.".into()),
+    ]);
+    let out = ask(&env, &model, &["--prompt-permissions", "echo"]).detached().run();
+    out.code(0).within(30.0).stderr_has("--prompt-permissions could not ask");
 }

@@ -26,6 +26,9 @@ pub struct Cmd {
     timeout: Duration,
     env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
+    /// Run in a session of its own, without a controlling terminal (`/dev/tty` cannot open),
+    /// whatever terminal the test suite itself runs in.
+    detached: bool,
 }
 
 impl Cmd {
@@ -39,7 +42,14 @@ impl Cmd {
             timeout: Duration::from_secs(20),
             env: Vec::new(),
             cwd: None,
+            detached: false,
         }
+    }
+
+    /// Runs nod without a controlling terminal, as CI and cron do.
+    pub fn detached(mut self) -> Cmd {
+        self.detached = true;
+        self
     }
 
     /// Runs nod in `dir` instead of the temp dir.
@@ -101,6 +111,17 @@ impl Cmd {
             .env_remove("RUST_LOG")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .current_dir(self.cwd.as_ref().unwrap_or(&self.home));
+        if self.detached {
+            // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                    if libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         command
     }
 
