@@ -242,7 +242,7 @@ impl Catalog {
         &mut self,
         runtime: &Runtime,
         limits: &Limits,
-        hidden: &dyn Fn(&Subject) -> bool,
+        hidden: Option<&dyn Fn(&Subject) -> bool>,
         tokens: &[String],
         server: Option<&str>,
         keep: usize,
@@ -261,7 +261,7 @@ impl Catalog {
                     let contested = self.aliases.contested(&identity);
                     Subject::tool(identity, &tool.alias, contested)
                 };
-                if score > 0 && !hidden(&subject()) {
+                if score > 0 && !hidden.is_some_and(|hidden| hidden(&subject())) {
                     matches.push((score, &tool.alias, (s, t)));
                 }
             }

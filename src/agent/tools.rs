@@ -55,11 +55,14 @@ pub fn capability_search(agent: &mut Agent, query: &str, server: Option<&str>) -
     }
     let tokens = search::tokens(query);
     let (policy, reach) = (agent.policy.clone(), agent.reach.clone());
+    // Nothing to hide without a deny rule or a subagent's view: no subject is made per match.
+    let filters = policy.deny_rules() > 0 || reach.is_child();
     let hidden = move |subject: &super::permissions::Subject| {
         policy.always_denied(subject) || !reach.admits_tool(subject.name())
     };
+    let hidden: Option<&dyn Fn(&super::permissions::Subject) -> bool> = filters.then_some(&hidden);
     let catalog = &mut agent.catalog;
-    let found = catalog.search(&runtime, &limits, &hidden, &tokens, server, MAX_MATCHES);
+    let found = catalog.search(&runtime, &limits, hidden, &tokens, server, MAX_MATCHES);
     let total = found.total;
     let mut shown: Vec<&Entry> = found.best.iter().collect();
     let tool_json = |e: &Entry| {

@@ -268,7 +268,7 @@ impl Surface for AskSurface {
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
         match self.tty.as_mut() {
-            Some(tty) => Some(form::approve_brief(tty, request)),
+            Some(tty) => Some(form::approve(tty, request)),
             None => {
                 self.explain_refusal(request);
                 None

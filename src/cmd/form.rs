@@ -277,29 +277,16 @@ fn scope(request: &Approval) -> String {
     }
 }
 
-/// `nod ask --prompt-permissions` (agent-reference 1.7): y once, a for the session, else no.
-pub fn approve_brief(io: &mut dyn Prompter, request: &Approval) -> Answer {
-    io.say("nod wants to run:\n");
-    describe(io, request);
-    match io.line(&format!("[y] once  [a] {} for this session  [n] deny > ", scope(request))) {
-        Reply::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => Answer::Once,
-            "a" => Answer::Session,
-            _ => Answer::Deny(None),
-        },
-        Reply::End => Answer::Deny(None),
-        Reply::Interrupted => Answer::Cancel,
-    }
-}
-
-/// The shell's question (agent-reference 6.10): 1 yes, 2 yes for the session, 3 no; text after
-/// the number goes to the model as a note. Asked again until it is one of them.
+/// The one approval question, for the shell and `nod ask --prompt-permissions` alike (nod(1)
+/// PERMISSIONS): y runs the call once, a allows it for the session (what "it" covers is said),
+/// n refuses it, and text after n goes to the model as a note. 1, 2 and 3 are taken too.
+/// Asked again until it is one of them; end of input refuses, Ctrl-C cancels the turn.
 pub fn approve(io: &mut dyn Prompter, request: &Approval) -> Answer {
-    io.say("Allow this MCP tool call?\n");
+    io.say("Allow this call?\n");
     describe(io, request);
-    io.say(&format!("  1. Yes   2. Allow {} for this session   3. No\n", scope(request)));
+    let prompt = format!("[y] once  [a] {} for this session  [n] no (text after n goes to the model) > ", scope(request));
     loop {
-        let line = match io.line("choose 1-3 (text after the number is sent to nod as a note) > ") {
+        let line = match io.line(&prompt) {
             Reply::Line(line) => line,
             Reply::End => return Answer::Deny(None),
             Reply::Interrupted => return Answer::Cancel,
@@ -308,15 +295,15 @@ pub fn approve(io: &mut dyn Prompter, request: &Approval) -> Answer {
         let (choice, note) = line.split_at(line.find(char::is_whitespace).unwrap_or(line.len()));
         let note = Some(note.trim().to_string()).filter(|n| !n.is_empty());
         match choice.to_ascii_lowercase().as_str() {
-            "1" | "y" | "yes" => {
+            "y" | "yes" | "1" => {
                 if let Some(note) = note {
-                    io.say(&format!("  (the note is for a refusal; ignored: {})\n", shown(&note)));
+                    io.say(&format!("  (a note goes with a refusal; ignored: {})\n", shown(&note)));
                 }
                 return Answer::Once;
             }
-            "2" | "a" => return Answer::Session,
-            "3" | "n" | "no" => return Answer::Deny(note),
-            _ => io.say("  choose 1, 2 or 3\n"),
+            "a" | "always" | "2" => return Answer::Session,
+            "n" | "no" | "3" => return Answer::Deny(note),
+            _ => io.say("  answer y, a or n\n"),
         }
     }
 }
@@ -647,7 +634,7 @@ mod tests {
             agent: None,
         };
         let mut io = Script::new(&["n"]);
-        approve_brief(&mut io, &request);
+        approve(&mut io, &request);
         let said = io.said;
         assert!(said.contains("  path: \"/home/me/.ssh/authorized_keys\"\n"), "{said}");
         assert!(said.contains("  padding: \"\\u{2800}\\u{2800}"), "{said}");
@@ -727,7 +714,7 @@ mod tests {
     }
 
     #[test]
-    fn the_shell_approval_takes_a_number_and_a_note() {
+    fn one_approval_question_takes_a_letter_or_a_number_and_a_note() {
         let request = Approval {
             tool: "mcp_fx_echo".into(),
             server: Some("fx".into()),
@@ -737,7 +724,9 @@ mod tests {
         };
         let mut io = Script::new(&["maybe", "3 use the cached copy"]);
         assert_eq!(approve(&mut io, &request), Answer::Deny(Some("use the cached copy".into())));
-        assert!(io.said.contains("choose 1, 2 or 3") && io.said.contains("(server fx, tool echo)"), "{}", io.said);
+        assert!(io.said.contains("answer y, a or n") && io.said.contains("(server fx, tool echo)"), "{}", io.said);
+        assert!(io.said.contains("[y] once  [a] this MCP tool for this session  [n] no"), "{}", io.said);
+        assert_eq!(approve(&mut Script::new(&["n too risky"]), &request), Answer::Deny(Some("too risky".into())));
         assert!(!io.said.contains("asked by subagent"), "{}", io.said);
         let child = Approval { agent: Some("notes".into()), ..request.clone() };
         let mut io = Script::new(&["1"]);
@@ -747,7 +736,7 @@ mod tests {
         assert_eq!(approve(&mut Script::new(&["1"]), &request), Answer::Once);
         let mut io = Script { answers: vec![Reply::Interrupted], said: String::new() };
         assert_eq!(approve(&mut io, &request), Answer::Cancel);
-        assert_eq!(approve_brief(&mut Script::new(&["a"]), &request), Answer::Session);
-        assert_eq!(approve_brief(&mut Script::new(&["what"]), &request), Answer::Deny(None));
+        assert_eq!(approve(&mut Script::new(&["a"]), &request), Answer::Session);
+        assert_eq!(approve(&mut Script::new(&["what"]), &request), Answer::Deny(None));
     }
 }

@@ -75,7 +75,7 @@ fn a_turn_calls_a_tool_after_approval_and_ctrl_d_leaves_nothing_running() {
     term.next("nod 0.1.0 · fake-model · ").next("permissions ask");
     ready(&mut term).type_line("say hello through echo");
     term.next("Looking.").next("● capability_search").next("● mcp_fx_echo");
-    term.next("Allow this MCP tool call?").next("(server fx, tool echo)").next("choose 1-3").type_line("1");
+    term.next("Allow this call?").next("(server fx, tool echo)").next("[y] once").type_line("1");
     term.next("The server said hello.").next("nod> ");
     exit(term);
     let results = tool_messages(&model.requests()[2]);
@@ -271,10 +271,10 @@ fn a_permission_prompt_refuses_with_a_note_or_allows_for_the_session() {
     ]);
     let mut term = shell(&env, &model);
     ready(&mut term).type_line("echo three times");
-    term.next("\"refused\"").next("choose 1-3").type_line("3 use the cached copy");
-    term.next("\"granted\"").next("choose 1-3").type_line("2");
+    term.next("\"refused\"").next("[y] once").type_line("3 use the cached copy");
+    term.next("\"granted\"").next("[y] once").type_line("2");
     term.next("Finished.").next("nod> ");
-    assert!(!term.since().contains("choose 1-3"));
+    assert!(!term.since().contains("[y] once"));
     term.type_line("/permissions").next("session grants:").next("mcp_fx_echo").next("nod> ");
     exit(term);
     let messages: Vec<String> = env
@@ -489,7 +489,7 @@ fn a_whole_session_from_trust_to_exit() {
     term.next("1. text-1").next("number · b back").type_line("1");
     term.next("[i] Insert").type_line("i").next("[attached: docs resource fixture://text/1").next("nod> ");
     term.type_line("what does it say, and what is my name?");
-    term.next("Allow this MCP tool call?").next("choose 1-3").type_line("1");
+    term.next("Allow this call?").next("[y] once").type_line("1");
     term.next("MCP server 'docs' asks: Please tell me your name");
     term.next("name (required) [Ada]: ").type_line("Grace");
     term.next("age (integer) [36]: ").type_line("");
@@ -533,8 +533,8 @@ fn a_subagents_call_is_approved_at_the_shell_prompt_under_its_name() {
     ]);
     let mut term = shell(&env, &model);
     ready(&mut term).type_line("delegate an echo");
-    term.next("● subagent").next("Allow this MCP tool call?").next("(server fx, tool echo)");
-    term.next("asked by subagent scribe").next("choose 1-3").type_line("1");
+    term.next("● subagent").next("Allow this call?").next("(server fx, tool echo)");
+    term.next("asked by subagent scribe").next("[y] once").type_line("1");
     term.next("Delegated.").next("nod> ");
     exit(term);
     let echoed: Vec<Value> = crate::support::with_method(&env.wire(), "tools/call").into_iter().cloned().collect();
