@@ -284,7 +284,8 @@ fn scope(request: &Approval) -> String {
 pub fn approve(io: &mut dyn Prompter, request: &Approval) -> Answer {
     io.say("Allow this call?\n");
     describe(io, request);
-    let prompt = format!("[y] once  [a] {} for this session  [n] no (text after n goes to the model) > ", scope(request));
+    let prompt =
+        format!("[y] once  [a] {} for this session  [n] no (text after n goes to the model) > ", scope(request));
     loop {
         let line = match io.line(&prompt) {
             Reply::Line(line) => line,

@@ -567,3 +567,13 @@ fn mcp_commands_use_the_running_server_and_print_as_nod_mcp_does() {
     assert_eq!(out.text(), format!("{}{}{}", list.text(), one.text(), one.text()), "{}", out.dump());
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_json_argument_is_taken_as_written() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![]);
+    let out = piped(&env, &model, "/mcp tool call fx echo {\"message\": \"two words\"}\n/exit\n").run();
+    out.code(0).within(30.0).stdout_has("two words");
+    assert!(model.requests().is_empty());
+}

@@ -870,6 +870,27 @@ fn split_words(line: &str) -> Result<Vec<String>, String> {
                     in_word = false;
                 }
             }
+            // A word that starts a JSON object or array is taken as written, to its matching
+            // bracket: `{"entities":[]}` keeps its quotes (a shell would eat them).
+            c @ ('{' | '[') if !in_word => {
+                in_word = true;
+                word.push(c);
+                let (mut depth, mut string, mut escaped) = (1usize, false, false);
+                while depth > 0 {
+                    let Some(c) = chars.next() else { return Err("a JSON argument is not closed".into()) };
+                    word.push(c);
+                    match (string, escaped, c) {
+                        (true, true, _) => escaped = false,
+                        (true, false, '\\') => escaped = true,
+                        (true, false, '"') => string = false,
+                        (true, false, _) => {}
+                        (false, _, '"') => string = true,
+                        (false, _, '{' | '[') => depth += 1,
+                        (false, _, '}' | ']') => depth -= 1,
+                        _ => {}
+                    }
+                }
+            }
             c => {
                 in_word = true;
                 word.push(c);
@@ -1083,6 +1104,13 @@ mod tests {
         );
         assert_eq!(split_words(r#"a "b \" c" d\ e"#).unwrap(), ["a", "b \" c", "d e"]);
         assert_eq!(split_words("  ").unwrap(), Vec::<String>::new());
+        // JSON is taken as written, spaces and quotes inside strings included.
+        assert_eq!(
+            split_words(r#"tool call memory create_entities {"entities": [{"name": "a b}"}]} --json"#).unwrap(),
+            ["tool", "call", "memory", "create_entities", r#"{"entities": [{"name": "a b}"}]}"#, "--json"]
+        );
+        assert_eq!(split_words(r#"[1, "\"]", 2]"#).unwrap(), [r#"[1, "\"]", 2]"#]);
+        assert!(split_words(r#"{"open": 1"#).is_err());
         assert_eq!(split_words("''").unwrap(), [""]);
         assert!(split_words("'open").is_err());
     }
