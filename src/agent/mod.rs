@@ -24,6 +24,7 @@ mod tests;
 pub(crate) mod text;
 pub(crate) mod tools;
 mod turn;
+pub use turn::STEP_LIMIT;
 
 use std::sync::Arc;
 

@@ -21,7 +21,7 @@ const CONTINUE: &str = "The previous response was interrupted. Restart that resp
 const NO_MODEL: &str =
     "no model configured: set NOD_MODEL or \"model\" in settings.json, or choose one with /model <id>";
 const SUMMARIZE: &str = "Summarize what you just did.";
-pub(super) const STEP_LIMIT: &str = "Agent step limit reached; continue with a follow-up prompt if needed.";
+pub const STEP_LIMIT: &str = "Agent step limit reached; continue with a follow-up prompt if needed.";
 const MALFORMED: &str = "Repeated malformed tool arguments stopped the agent loop. The invalid calls were not executed. Continue with a follow-up prompt if needed.";
 
 impl Agent {

@@ -81,7 +81,7 @@ pub const FLAGS: &[Flag] = &[
         long: "timeout",
         short: None,
         value: Some("MS"),
-        about: "Use this operation timeout (milliseconds) for every server in this run, instead of its operation_timeout_ms.",
+        about: "Use this operation timeout (milliseconds) for every server in this run, instead of its operation_timeout_ms. Progress a server reports extends a call's deadline, up to ten times the timeout.",
     },
     Flag {
         long: "startup-timeout",
@@ -329,7 +329,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "mcp tool call",
         usage: &["nod mcp tool call <server> <tool> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
-        about: "Call a tool. The arguments are a JSON object (default {}): given inline, read from stdin with -, or from a file with @FILE; --arg adds one argument at a time. Text results are printed; images and audio are summarized, or written with -o. Progress from long calls is shown on stderr. With --jsonl, read one arguments object per stdin line and write one result per line, in input order; a failed line is {\"error\": {\"kind\", \"message\", \"server\"}} and a summary goes to stderr.",
+        about: "Call a tool. The arguments are a JSON object (default {}): given inline, read from stdin with -, or from a file with @FILE; --arg adds one argument at a time. Text results are printed; images and audio are summarized, or written with -o. Progress from long calls is shown on stderr (one line per notification, with its message and how far it is), and extends the call's deadline; --timeout MS sets that deadline for this run. With --jsonl, read one arguments object per stdin line and write one result per line, in input order; a failed line is {\"error\": {\"kind\", \"message\", \"server\"}} and a summary goes to stderr.",
         flags: &[
             "arg",
             "jsonl",

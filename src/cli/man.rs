@@ -230,8 +230,11 @@ fn paragraphs(out: &mut String, title: &str, text: &str) {
     }
 }
 
+/// Text for roff: a backslash as `\e` (which prints one in text and in macro arguments alike;
+/// `\\` in a `.B` line is read again as an escape, so `\\n{` became a register), `-` as `\-`,
+/// and a leading `.` or `'` made literal.
 fn roff(text: &str) -> String {
-    let escaped = text.replace('\\', "\\\\").replace('-', "\\-");
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
     escaped
         .lines()
         .map(|l| if l.starts_with('.') || l.starts_with('\'') { format!("\\&{l}") } else { l.to_string() })

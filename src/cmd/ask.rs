@@ -94,6 +94,10 @@ fn prompt(ask: &Ask) -> anyhow::Result<String> {
     let piped = !stdin.is_terminal();
     let read_stdin = ask.prompt.is_empty() || (piped && !ask.no_stdin);
     let mut input = String::new();
+    if ask.prompt.is_empty() && !piped {
+        // Nothing would say what nod waits for.
+        eprintln!("nod: type the prompt, then Ctrl-D on a line of its own (or give it as arguments: nod ask what is ...)");
+    }
     if read_stdin && (piped || ask.prompt.is_empty()) {
         let mut bytes = Vec::new();
         stdin.lock().take(MAX_PROMPT_BYTES as u64 + 1).read_to_end(&mut bytes)?;
@@ -262,8 +266,13 @@ impl Surface for AskSurface {
         if self.json || (self.quiet && level != Level::Error) {
             return;
         }
-        let mark = if level == Level::Error { "✗" } else { "!" };
-        eprintln!("{mark} {}", crate::util::terminal_safe(&self.redactor.redact(text)));
+        let mark = match level {
+            Level::Error => "✗",
+            Level::Warning => "!",
+            Level::Info => "·",
+        };
+        let hint = if text == crate::agent::STEP_LIMIT { " (--max-steps N raises the limit for a run)" } else { "" };
+        eprintln!("{mark} {}{hint}", crate::util::terminal_safe(&self.redactor.redact(text)));
     }
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {

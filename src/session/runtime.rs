@@ -4,7 +4,7 @@
 //! session.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::fleet::Health;
 use super::supervisor::Supervised;
@@ -46,6 +46,8 @@ impl State {
 struct Server {
     config: ServerConfig,
     state: Mutex<(State, Option<Arc<Supervised>>)>,
+    /// How long its last start took (health shows it).
+    took: Mutex<Duration>,
 }
 
 pub struct Runtime {
@@ -70,7 +72,7 @@ impl Runtime {
             .into_iter()
             .map(|config| {
                 let state = if config.enabled { State::Idle } else { State::Disabled };
-                Server { config, state: Mutex::new((state, None)) }
+                Server { config, state: Mutex::new((state, None)), took: Mutex::new(Duration::ZERO) }
             })
             .collect();
         servers.sort_by(|a, b| a.config.name.cmp(&b.config.name));
@@ -146,6 +148,7 @@ impl Runtime {
                         Err(err) => (classify(&err), None),
                     };
                     log::debug!("server {}: {} after {:?}", server.config.name, state.0.label(), started.elapsed());
+                    *lock(&server.took) = started.elapsed();
                     let shown = state.0.clone();
                     *lock(&server.state) = state;
                     {
@@ -206,6 +209,7 @@ impl Runtime {
     fn server_health(&self, server: &Server) -> Health {
         let (state, supervised) = lock(&server.state).clone();
         let mut health = Health::new(&server.config);
+        health.elapsed = *lock(&server.took);
         match (state, supervised) {
             (State::Ready, Some(supervised)) => {
                 let deadline = Instant::now() + server.config.operation_timeout;

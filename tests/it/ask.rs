@@ -472,3 +472,12 @@ fn prompt_permissions_without_a_terminal_says_it_could_not_ask() {
     let out = ask(&env, &model, &["--prompt-permissions", "echo"]).detached().run();
     out.code(0).within(30.0).stderr_has("--prompt-permissions could not ask");
 }
+
+#[test]
+fn the_step_limit_notice_says_how_to_raise_it() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let search = || Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "echo" }))]);
+    let model = Model::start(vec![search(), search()]);
+    ask(&env, &model, &["--max-steps", "1", "loop"]).run().code(0).stderr_has("--max-steps N raises the limit");
+}

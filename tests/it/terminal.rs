@@ -88,3 +88,21 @@ fn list_connect_on_a_terminal_shows_each_server_as_it_becomes_ready() {
     assert!(text.find("slow  transport").unwrap() < text.find("fast  transport").unwrap(), "{}", out.dump());
     env.assert_no_leftovers();
 }
+
+#[test]
+fn nod_ask_on_a_terminal_without_a_prompt_says_what_it_waits_for() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = crate::model::Model::start(vec![crate::model::Step::Text("Typed.".into())]);
+    let mut term = env
+        .nod(["ask"])
+        .env("NOD_BASE_URL", model.url())
+        .env("NOD_MODEL", "fake-model")
+        .spawn_on_terminal();
+    term.wait_for("type the prompt, then Ctrl-D").type_line("hello from the terminal");
+    term.keys(&[4]);
+    let (code, shown) = term.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("Typed."), "{shown}");
+    assert_eq!(model.requests()[0]["messages"][1]["content"], "hello from the terminal\n");
+}

@@ -51,12 +51,12 @@ pub(super) fn open(shell: &mut Shell) {
             let mut line = format!("{}  {state}  {source}", health.name);
             if health.state == State::Ready {
                 let counts = health.counts;
-                let part = |n: Option<usize>, what: &str| n.map(|n| format!("{n} {what}"));
+                let part = |n: Option<usize>, what: &str| n.map(|n| format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
                 let parts: Vec<String> = [
-                    part(counts.tools, "tools"),
-                    part(counts.resources, "resources"),
-                    part(counts.templates, "templates"),
-                    part(counts.prompts, "prompts"),
+                    part(counts.tools, "tool"),
+                    part(counts.resources, "resource"),
+                    part(counts.templates, "template"),
+                    part(counts.prompts, "prompt"),
                 ]
                 .into_iter()
                 .flatten()

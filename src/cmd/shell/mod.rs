@@ -975,7 +975,11 @@ impl Surface for ShellSurface<'_> {
     }
 
     fn notice(&mut self, level: Level, text: &str) {
-        let mark = if level == Level::Error { "✗" } else { "!" };
+        let mark = match level {
+            Level::Error => "✗",
+            Level::Warning => "!",
+            Level::Info => "·",
+        };
         eprintln!("{mark} {}", terminal_safe(&self.redactor.redact(text)));
     }
 
