@@ -187,7 +187,7 @@ impl Source {
     /// `-` is stdin, `@FILE` a file, anything else the text itself.
     pub fn from_word(word: &str) -> Source {
         match word {
-            "-" => Source::Stdin,
+            "-" | "@-" => Source::Stdin,
             _ => match word.strip_prefix('@') {
                 Some(path) => Source::File(PathBuf::from(path)),
                 None => Source::Inline(word.to_string()),

@@ -96,7 +96,9 @@ fn prompt(ask: &Ask) -> anyhow::Result<String> {
     let mut input = String::new();
     if ask.prompt.is_empty() && !piped {
         // Nothing would say what nod waits for.
-        eprintln!("nod: type the prompt, then Ctrl-D on a line of its own (or give it as arguments: nod ask what is ...)");
+        eprintln!(
+            "nod: type the prompt, then Ctrl-D on a line of its own (or give it as arguments: nod ask what is ...)"
+        );
     }
     if read_stdin && (piped || ask.prompt.is_empty()) {
         let mut bytes = Vec::new();

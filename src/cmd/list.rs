@@ -78,8 +78,9 @@ pub(super) fn show_health(healths: &[Health], loaded: &Loaded, shown: bool, ctx:
         let mut out = String::new();
         if !shown {
             out = format!("MCP health ({}):\n", count(healths.len()));
+            let width = healths.iter().map(|h| h.name.len()).max().unwrap_or(0);
             for health in healths {
-                out.push_str(&health_text(health, ctx));
+                out.push_str(&health_text(health, width, ctx));
             }
         }
         out.push_str(&issues_text(&loaded.issues));
@@ -93,6 +94,7 @@ pub(super) fn show_health(healths: &[Health], loaded: &Loaded, shown: bool, ctx:
 fn show_as_ready(rx: &crossbeam_channel::Receiver<Health>, names: &[&str], ctx: &Context) {
     let status = std::io::stderr().is_terminal();
     let started = Instant::now();
+    let width = names.iter().map(|n| n.len()).max().unwrap_or(0);
     let mut waiting: Vec<&str> = names.to_vec();
     let draw = |waiting: &[&str]| {
         if status && !waiting.is_empty() {
@@ -114,7 +116,7 @@ fn show_as_ready(rx: &crossbeam_channel::Receiver<Health>, names: &[&str], ctx: 
             Ok(health) => {
                 clear();
                 waiting.retain(|n| *n != health.name);
-                if print(&health_text(&health, ctx)).is_err() {
+                if print(&health_text(&health, width, ctx)).is_err() {
                     return;
                 }
                 draw(&waiting);
@@ -157,9 +159,15 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
         }))?;
     } else {
         let mut out = format!("MCP configuration ({}) in {}:\n", count(profile.len()), loaded.path.display());
+        let width = profile
+            .iter()
+            .map(|s| s.name.len())
+            .chain(loaded.project.entries.iter().map(|e| e.name.len()))
+            .max()
+            .unwrap_or(0);
         for s in &profile {
             out.push_str(&format!(
-                "  {}  source=profile transport={} state={} policy={} auth={} connection=not_checked\n",
+                "  {:width$}  source=profile transport={} state={} policy={} auth={} connection=not_checked\n",
                 s.name,
                 s.transport.kind(),
                 if s.enabled { "configured" } else { "disabled" },
@@ -172,7 +180,7 @@ fn configuration(loaded: &Loaded, json: bool) -> anyhow::Result<Exit> {
             out.push_str(&format!("Project servers ({}) in {}:\n", count(project.entries.len()), file.display()));
             for entry in &project.entries {
                 out.push_str(&format!(
-                    "  {}  source=project transport={} trust={} policy=optional connection=not_checked\n",
+                    "  {:width$}  source=project transport={} trust={} policy=optional connection=not_checked\n",
                     entry.name,
                     entry.kind,
                     entry.trust.as_str()
@@ -269,8 +277,9 @@ fn health_json(health: &Health, ctx: &Context) -> Value {
     })
 }
 
-fn health_text(health: &Health, ctx: &Context) -> String {
-    let mut out = format!("  {}  transport={} state={}", health.name, health.transport, health.state.label());
+/// A server's health lines, its name padded to `width` so the columns line up.
+fn health_text(health: &Health, width: usize, ctx: &Context) -> String {
+    let mut out = format!("  {:width$}  transport={} state={}", health.name, health.transport, health.state.label());
     if let Some(version) = &health.version {
         out.push_str(&format!(" protocol={version}"));
     }

@@ -103,7 +103,8 @@ fn list_without_connect_shows_the_configuration_only() {
     mixed_profile(&env);
     let out = env.nod(["mcp", "list"]).run();
     out.code(2).stdout_has("MCP configuration (2 servers)").stdout_has("server broken: command must be");
-    for name in ["good", "nostart"] {
+    // Names are padded so the columns line up.
+    for name in ["good   ", "nostart"] {
         out.stdout_has(&format!("  {name}  source=profile transport=stdio state=configured"));
     }
     out.stdout_has("connection=not_checked");

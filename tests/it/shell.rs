@@ -122,7 +122,7 @@ fn the_browser_previews_a_resource_and_insert_sends_it_with_the_next_message() {
     let model = Model::start(vec![Step::Text("It is resource one.".into()), Step::Text("A greeting.".into())]);
     let mut term = shell(&env, &model);
     ready(&mut term).type_line("/mcp");
-    term.next("MCP servers (1)").next("1. fx  ready  profile  15 tools · 4 resources · 1 templates · 2 prompts");
+    term.next("MCP servers (1)").next("1. fx  ready  profile  15 tools · 4 resources · 1 template · 2 prompts");
     term.next("number: open").type_line("1");
     term.next("fx (ready)").next("2. Resources").next("number · b back").type_line("2");
     term.next("1. text-1  fixture://text/1  text/plain").next("number · b back").type_line("1");

@@ -94,11 +94,7 @@ fn nod_ask_on_a_terminal_without_a_prompt_says_what_it_waits_for() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     let model = crate::model::Model::start(vec![crate::model::Step::Text("Typed.".into())]);
-    let mut term = env
-        .nod(["ask"])
-        .env("NOD_BASE_URL", model.url())
-        .env("NOD_MODEL", "fake-model")
-        .spawn_on_terminal();
+    let mut term = env.nod(["ask"]).env("NOD_BASE_URL", model.url()).env("NOD_MODEL", "fake-model").spawn_on_terminal();
     term.wait_for("type the prompt, then Ctrl-D").type_line("hello from the terminal");
     term.keys(&[4]);
     let (code, shown) = term.wait();

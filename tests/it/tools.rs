@@ -249,3 +249,21 @@ fn elicitation_is_refused_on_protocol_versions_before_it() {
     out.code(0).stdout_has("-32601").stdout_lacks("accept");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_call_uses_what_the_listing_says_before_anything_is_sent() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    // An unknown tool: not found, with the closest name, and nothing sent.
+    let out = env.nod(["mcp", "tool", "call", "fx", "ech", "{}"]).run();
+    out.code(2).stderr_has("has no tool named ech (did you mean echo?)").stderr_has("nothing was sent");
+    assert!(!env.wire().iter().any(|m| m["method"] == "tools/call"));
+    // A missing required argument: said before sending, and the server still decides.
+    let out = env.nod(["mcp", "tool", "call", "fx", "add", r#"{"a": 1}"#]).run();
+    out.code(1).stderr_has("warning: server fx: tool add: missing required argument b");
+    assert!(env.wire().iter().any(|m| m["method"] == "tools/call"), "the call was sent");
+    // NAME=VALUE written where JSON goes, and @- for stdin.
+    env.nod(["mcp", "tool", "call", "fx", "echo", "message=hi"]).run().code(2).stderr_has("use --arg message=hi");
+    let out = env.nod(["mcp", "tool", "call", "fx", "echo", "@-"]).stdin(r#"{"message": "from stdin"}"#).run();
+    out.code(0).stdout_has("from stdin");
+}

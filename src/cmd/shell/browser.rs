@@ -51,7 +51,8 @@ pub(super) fn open(shell: &mut Shell) {
             let mut line = format!("{}  {state}  {source}", health.name);
             if health.state == State::Ready {
                 let counts = health.counts;
-                let part = |n: Option<usize>, what: &str| n.map(|n| format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
+                let part =
+                    |n: Option<usize>, what: &str| n.map(|n| format!("{n} {what}{}", if n == 1 { "" } else { "s" }));
                 let parts: Vec<String> = [
                     part(counts.tools, "tool"),
                     part(counts.resources, "resource"),

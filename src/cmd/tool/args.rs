@@ -63,7 +63,18 @@ pub fn object(text: &str, what: &str) -> anyhow::Result<Map<String, Value>> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(fail(Kind::Usage, format!("{what} must be a JSON object, like {{\"path\": \"/tmp\"}}"))),
-        Err(err) => Err(fail(Kind::Usage, format!("{what} are not valid JSON: {err}"))),
+        Err(err) => {
+            // `message=hi` is one argument written as a pair: say how to pass it.
+            let hint = match text.split_once('=') {
+                Some((name, _))
+                    if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || "_-".contains(c)) =>
+                {
+                    format!("; to pass one argument, use --arg {}", crate::util::one_line(text))
+                }
+                _ => String::new(),
+            };
+            Err(fail(Kind::Usage, format!("{what} are not valid JSON: {err}{hint}")))
+        }
     }
 }
 
@@ -87,5 +98,7 @@ mod tests {
         let prompt = Arguments { object: None, pairs: vec![("n".into(), "3".into())] };
         assert_eq!(prompt_arguments(&prompt).unwrap(), Some(json!({"n": "3"})));
         assert!(tool_arguments(&Arguments { object: Some(Source::Inline("[1]".into())), pairs: vec![] }).is_err());
+        let pair = tool_arguments(&Arguments { object: Some(Source::Inline("message=hi".into())), pairs: vec![] });
+        assert!(format!("{:#}", pair.unwrap_err()).contains("use --arg message=hi"));
     }
 }

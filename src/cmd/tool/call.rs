@@ -69,12 +69,7 @@ fn call_on(
     mut asks: Asks<'_, '_>,
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
-    if let Some(why) = super::refusal(session, &call.tool) {
-        return Err(fail(
-            Kind::Protocol,
-            format!("server {}: tool {} {why}; nothing was sent", call.server, call.tool),
-        ));
-    }
+    super::precheck(session, &call.tool, if call.jsonl { None } else { arguments.as_ref() })?;
     if call.jsonl {
         return super::jsonl::run(live, call, &mut Asks { person: None, ..asks }, ctx);
     }

@@ -13,7 +13,6 @@ use super::render::{row, safe};
 use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
 use crate::session::Session;
 use crate::session::catalog::{self, Kind as Catalog, Listing};
-use crate::session::query::Refusal;
 
 pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
     let server = &session.name;
@@ -164,20 +163,65 @@ fn marks(tool: &Value, listing: &Listing) -> String {
     out
 }
 
-/// Why nod will not call `tool`, from the server's listing: a schema nod cannot use, or a
-/// tool that requires MCP Tasks. A tool the listing does not have is left to the server.
-fn refusal(session: &Session, tool: &str) -> Option<Refusal> {
+/// What nod knows before calling `tool`, from the server's listing: an error when nod will not
+/// send the call (a tool the server does not list, with the closest name it does; a schema
+/// nod cannot use; a tool that requires MCP Tasks), and warnings on stderr about `arguments`
+/// the schema does not expect (a missing required one, one the tool does not take), which are
+/// sent all the same: the server decides.
+fn precheck(session: &Session, tool: &str, arguments: Option<&Value>) -> anyhow::Result<()> {
+    let server = &session.name;
     let listing = match catalog::list(session, Catalog::Tools) {
         Ok(listing) => listing,
         // A server without tools is told so by the call itself; one whose listing fails
         // still gets the call (its own answer says more than nod could).
         Err(err) => {
-            log::debug!("server {}: tools/list before the call failed: {err:#}", session.name);
-            return None;
+            log::debug!("server {server}: tools/list before the call failed: {err:#}");
+            return Ok(());
         }
     };
-    super::names::remember(&session.name, Some(&listing.items), None);
-    crate::session::query::refusal(&listing, tool)
+    super::names::remember(server, Some(&listing.items), None);
+    if let Some(why) = crate::session::query::refusal(&listing, tool) {
+        return Err(fail(Kind::Protocol, format!("server {server}: tool {tool} {why}; nothing was sent")));
+    }
+    let Some(found) = listing.find(tool) else {
+        let names = listing.items.iter().filter_map(|t| t.get("name").and_then(Value::as_str));
+        let hint = crate::cli::suggest::hint(tool, names);
+        return Err(fail(
+            Kind::NotFound,
+            format!("server {server} has no tool named {tool}{hint}; see nod mcp tool list {server}; nothing was sent"),
+        ));
+    };
+    if let Some(Value::Object(given)) = arguments {
+        for warning in argument_warnings(&found["inputSchema"], given) {
+            eprintln!("nod: warning: server {server}: tool {tool}: {warning} (sent anyway: the server decides)");
+        }
+    }
+    Ok(())
+}
+
+/// What the schema says of `given` before it is sent: required arguments missing, and
+/// arguments it does not take when it allows no others.
+fn argument_warnings(schema: &Value, given: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    let required = schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+    let missing: Vec<&str> = required.filter(|name| !given.contains_key(*name)).collect();
+    if !missing.is_empty() {
+        out.push(format!(
+            "missing required argument{} {}",
+            if missing.len() == 1 { "" } else { "s" },
+            missing.join(", ")
+        ));
+    }
+    let properties = schema.get("properties").and_then(Value::as_object);
+    if let (Some(properties), Some(false)) = (properties, schema.get("additionalProperties").and_then(Value::as_bool)) {
+        let unknown: Vec<&str> = given.keys().map(String::as_str).filter(|k| !properties.contains_key(*k)).collect();
+        if !unknown.is_empty() {
+            let names = properties.keys().map(String::as_str);
+            let hint = crate::cli::suggest::hint(unknown[0], names);
+            out.push(format!("it takes no argument {}{hint}", unknown.join(", ")));
+        }
+    }
+    out
 }
 
 pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
@@ -189,6 +233,17 @@ pub(super) fn warn_rejected(server: &str, rejected: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_the_schema_does_not_expect_are_named() {
+        let schema = json!({ "type": "object", "properties": { "a": {}, "b": {} }, "required": ["a", "b"],
+            "additionalProperties": false });
+        let given = json!({ "a": 1, "bb": 2 });
+        let warnings = argument_warnings(&schema, given.as_object().unwrap());
+        assert_eq!(warnings, ["missing required argument b", "it takes no argument bb (did you mean b?)"]);
+        let open = json!({ "type": "object", "properties": { "a": {} } });
+        assert!(argument_warnings(&open, given.as_object().unwrap()).is_empty(), "other arguments are allowed");
+    }
 
     #[test]
     fn signatures_follow_local_refs_and_optional_types() {
