@@ -28,6 +28,7 @@ impl Script {
         let config = ProviderConfig {
             model: "scripted".into(),
             base_url: "http://127.0.0.1:9/v1".into(),
+            base_url_from: "a test",
             api_key: None,
             connect_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(5),

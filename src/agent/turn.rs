@@ -149,10 +149,25 @@ impl Agent {
                         return Err(End::Interrupted);
                     }
                 }
-                Err(err) => return Err(End::Failed(err.to_string())),
+                Err(err) => return Err(End::Failed(self.model_error(&err))),
             }
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// A model failure as a person reads it: what went wrong, the endpoint and where its URL
+    /// came from, and the likely fix.
+    fn model_error(&self, err: &ProviderError) -> String {
+        let Some(provider) = self.provider.as_ref() else { return err.to_string() };
+        let config = provider.config();
+        let hint = match err {
+            ProviderError::Connect(_) => "; is the server running, and is the URL right?",
+            ProviderError::Http { status: 404, .. } => "; does the URL end in /v1?",
+            ProviderError::Http { status: 400, message } if message.contains("model") => "; is the model name right?",
+            ProviderError::Auth { .. } => "; check the key (NOD_API_KEY, OPENAI_API_KEY or api_key_env)",
+            _ => "",
+        };
+        format!("{err} (endpoint {}){hint}", config.endpoint())
     }
 
     /// Records the turn in the history and makes the report.

@@ -329,7 +329,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "mcp tool call",
         usage: &["nod mcp tool call <server> <tool> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
-        about: "Call a tool. The arguments are a JSON object (default {}): given inline, read from stdin with -, or from a file with @FILE; --arg adds one argument at a time. Text results are printed; images and audio are summarized, or written with -o. Progress from long calls is shown on stderr (one line per notification, with its message and how far it is), and extends the call's deadline; --timeout MS sets that deadline for this run. With --jsonl, read one arguments object per stdin line and write one result per line, in input order; a failed line is {\"error\": {\"kind\", \"message\", \"server\"}} and a summary goes to stderr.",
+        about: "Call a tool. The arguments are a JSON object (default {}): given inline, read from stdin with -, or from a file with @FILE; --arg adds one argument at a time. The server's listing is read first: a tool it does not list is refused with the closest name (exit 2, nothing sent), and a missing required or unexpected argument is named on stderr before the call goes out (the server still decides). Text results are printed; images and audio are summarized, or written with -o. Progress from long calls is shown on stderr (one line per notification, with its message and how far it is), and extends the call's deadline; --timeout MS sets that deadline for this run. With --jsonl, read one arguments object per stdin line and write one result per line, in input order; a failed line is {\"error\": {\"kind\", \"message\", \"server\"}} and a summary goes to stderr.",
         flags: &[
             "arg",
             "jsonl",

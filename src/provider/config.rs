@@ -18,6 +18,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Clone)]
 pub struct ProviderConfig {
     pub base_url: String,
+    /// Where `base_url` came from (`NOD_BASE_URL`, settings.json's `base_url`, the default),
+    /// for errors that name the endpoint.
+    pub base_url_from: &'static str,
     pub model: String,
     /// Never printed; the redactor knows it.
     pub api_key: Option<String>,
@@ -51,8 +54,11 @@ pub fn resolve(
         .ok_or_else(|| {
             ConfigError("no model configured: set NOD_MODEL, pass --model, or set \"model\" in settings.json".into())
         })?;
-    let base_url =
-        nonempty("NOD_BASE_URL").or_else(|| settings.base_url.clone()).unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+    let (base_url, base_url_from) = match (nonempty("NOD_BASE_URL"), &settings.base_url) {
+        (Some(url), _) => (url, "NOD_BASE_URL"),
+        (None, Some(url)) => (url.clone(), "base_url in settings.json"),
+        (None, None) => (DEFAULT_BASE_URL.to_string(), "the default; set NOD_BASE_URL for another endpoint"),
+    };
     let scheme = url::scheme(&base_url);
     let host = url::host(&base_url);
     let (Some(scheme), Some(host)) = (scheme, host) else {
@@ -84,7 +90,24 @@ pub fn resolve(
             .transpose()?
             .or(settings.request_timeout_ms)
             .map_or(IDLE_TIMEOUT, |ms| Duration::from_millis(ms.min(crate::config::MAX_TIMEOUT_MS)));
-    Ok(ProviderConfig { base_url, model, api_key, connect_timeout: CONNECT_TIMEOUT, idle_timeout: idle })
+    Ok(ProviderConfig { base_url, base_url_from, model, api_key, connect_timeout: CONNECT_TIMEOUT, idle_timeout: idle })
+}
+
+impl ProviderConfig {
+    /// The endpoint as errors name it: its URL without credentials or query, and where it came
+    /// from.
+    pub fn endpoint(&self) -> String {
+        let bare = self.base_url.split(['?', '#']).next().unwrap_or("");
+        let shown = match bare.split_once("://") {
+            Some((scheme, rest)) => {
+                let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+                format!("{scheme}://{host}{path}")
+            }
+            None => bare.to_string(),
+        };
+        format!("{} (from {})", crate::util::one_line(&shown), self.base_url_from)
+    }
 }
 
 #[cfg(test)]

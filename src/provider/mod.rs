@@ -410,9 +410,15 @@ fn endpoint_message(body: &[u8]) -> String {
         .or_else(|| value.get("error").filter(|e| e.is_string()))
         .or_else(|| value.get("detail"))
         .or_else(|| value.get("message"))
+        .or_else(|| value.is_string().then_some(&value))
         .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    // A web server's error page says nothing a person can use here.
+    let head = text.trim_start().get(..15).unwrap_or("").to_ascii_lowercase();
+    if head.starts_with("<!doctype html") || head.starts_with("<html") {
+        return "an HTML page (not an API answer)".to_string();
+    }
     crate::util::one_line(&text.chars().take(300).collect::<String>())
 }
 
@@ -480,5 +486,9 @@ mod tests {
         assert_eq!(endpoint_message(br#"{"error":{"message":"bad model"}}"#), "bad model");
         assert_eq!(endpoint_message(br#"{"detail":"nope"}"#), "nope");
         assert_eq!(endpoint_message(b"plain\ntext"), "plain text");
+        assert_eq!(
+            endpoint_message(b"<!DOCTYPE html><html><body>404</body></html>"),
+            "an HTML page (not an API answer)"
+        );
     }
 }

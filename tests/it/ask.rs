@@ -481,3 +481,15 @@ fn the_step_limit_notice_says_how_to_raise_it() {
     let model = Model::start(vec![search(), search()]);
     ask(&env, &model, &["--max-steps", "1", "loop"]).run().code(0).stderr_has("--max-steps N raises the limit");
 }
+
+#[test]
+fn a_model_error_names_the_endpoint_where_its_url_came_from_and_the_likely_fix() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let page = "<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>";
+    let model = Model::start(vec![Step::Status(404, page.into(), vec![])]);
+    let out = ask(&env, &model, &["hi"]).run();
+    out.code(1).within(30.0).stderr_has("the model endpoint answered (404): an HTML page");
+    out.stderr_has(&format!("(endpoint {} (from NOD_BASE_URL))", model.url())).stderr_has("does the URL end in /v1?");
+    out.stderr_lacks("<h1>");
+}

@@ -51,7 +51,8 @@ fn failures_under_json_are_typed_with_the_exit_code_of_text_mode() {
     env.fixture(&[], json!({}));
     let cases: &[(&[&str], &str, i32)] = &[
         (&["mcp", "tool", "list", "fxx"], "not_found", 2),
-        (&["mcp", "tool", "call", SERVER, "no_such_tool"], "tool_error", 1),
+        (&["mcp", "tool", "call", SERVER, "no_such_tool"], "not_found", 2),
+        (&["mcp", "tool", "call", SERVER, "add", r#"{"a": "x", "b": 1}"#], "tool_error", 1),
         (&["mcp", "tool", "call", SERVER, "slow", r#"{"ms":5000}"#, "--timeout", "300"], "timeout", 2),
         (&["mcp", "tool", "call", SERVER, "echo", "[1]"], "usage", 2),
         (&["mcp", "resource", "read", SERVER, "fixture://missing"], "not_found", 2),
@@ -68,7 +69,8 @@ fn failures_under_json_are_typed_with_the_exit_code_of_text_mode() {
         text.code(*code);
         assert_eq!(text.text(), "", "no JSON without --json\n{}", text.dump());
     }
-    let out = env.nod(["mcp", "tool", "call", SERVER, "no_such_tool", "--json"]).run();
+    // A server's JSON-RPC refusal carries its code.
+    let out = env.nod(["mcp", "tool", "call", SERVER, "add", r#"{"a": "x", "b": 1}"#, "--json"]).run();
     let error = error_of(&out);
     assert_eq!((error["server"].as_str(), error["code"].as_i64()), (Some(SERVER), Some(-32602)), "{}", out.dump());
     env.assert_no_leftovers();

@@ -419,6 +419,7 @@ mod lib {
         let runtime = runtime(&env, true);
         let provider = Provider::new(ProviderConfig {
             base_url: model.url(),
+            base_url_from: "the test",
             model: "fake".into(),
             api_key: Some("sk-test".into()),
             connect_timeout: Duration::from_secs(5),

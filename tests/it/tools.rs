@@ -45,11 +45,12 @@ fn a_tool_error_exits_1_with_its_text_on_stderr_naming_server_and_tool() {
 
 /// The server refuses the call with a JSON-RPC error: the call failed, exit 1.
 #[test]
-fn an_unknown_tool_is_a_server_error_naming_server_and_tool() {
+fn an_unknown_tool_is_refused_before_sending_naming_server_and_tool() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     let out = call(&env, "no_such_tool", "{}");
-    out.code(1).stderr_line_has(&["server fx", "no_such_tool"]).stderr_has("Unknown tool");
+    out.code(2).stderr_line_has(&["server fx", "no_such_tool"]).stderr_has("has no tool named");
+    assert!(!env.wire().iter().any(|m| m["method"] == "tools/call"), "nothing was sent");
     env.assert_no_leftovers();
 }
 
