@@ -480,7 +480,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "status",
         usage: &["nod status [--json]"],
-        about: "Show configuration: the profile, project servers and their trust, configuration issues, and whether settings and credential files exist. Starts no server and opens no credential storage; the MCP connection is reported as not_checked.",
+        about: "Show configuration: the profile, project servers and their trust, configuration issues, whether settings and credential files exist, and the model side: the model, its endpoint and where the URL came from, and whether a key is set (never the key). Starts no server, sends nothing to the model and opens no credential storage; the MCP connection is reported as not_checked.",
         flags: &["json"],
         args: &[],
         examples: &[
@@ -491,7 +491,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "doctor",
         usage: &["nod doctor [--json]"],
-        about: "Check the configuration without connecting or running anything: file and folder permissions, profile and project issues, stdio programs that are not on PATH, project servers awaiting approval. Prints the command that fixes each finding, and exits 2 when it finds a problem.",
+        about: "Check the configuration without connecting or running anything: file and folder permissions, profile and project issues, stdio programs that are not on PATH, project servers awaiting approval, and a model that is configured but cannot be used (a key variable that is not set, the default endpoint without a key). Prints the command that fixes each finding, and exits 2 when it finds a problem.",
         flags: &["json"],
         args: &[],
         examples: &[

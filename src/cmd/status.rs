@@ -4,7 +4,9 @@
 //! transport or any program, nor opens credential storage (the credentials file is only
 //! looked at with stat), and their JSON marks the MCP connection check `not_checked`. Nothing
 //! here shows environment values, headers, credentials or URLs; doctor names a program it
-//! cannot find (never its arguments).
+//! cannot find (never its arguments). Both show the model side too, without sending anything:
+//! the model, the endpoint (without credentials or query) and where its URL came from, and
+//! whether a key is set (never the key); doctor reports what keeps the model from working.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -16,8 +18,38 @@ use crate::config::merge::Source;
 use crate::config::project::Trust;
 use crate::config::{self, Loaded, Severity, StdioConfig, Transport};
 
+/// The model side as settings and the environment give it, nothing sent.
+struct ModelSide {
+    model: Option<String>,
+    endpoint: Option<String>,
+    key_set: bool,
+    /// Why the model cannot be used as configured, when it cannot.
+    problem: Option<String>,
+}
+
+fn model_side() -> ModelSide {
+    let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let settings = config::settings::path().map(|p| config::agent::load(&p, &workspace)).unwrap_or_default();
+    let env = |name: &str| std::env::var(name).ok();
+    match crate::provider::config::resolve(None, &settings.model, &env) {
+        Ok(config) => ModelSide {
+            model: Some(config.model.clone()),
+            endpoint: Some(config.endpoint()),
+            key_set: config.api_key.is_some(),
+            problem: None,
+        },
+        Err(err) => ModelSide {
+            model: env("NOD_MODEL").or(settings.model.model.clone()),
+            endpoint: None,
+            key_set: false,
+            problem: Some(err.to_string()),
+        },
+    }
+}
+
 pub fn status(json: bool) -> anyhow::Result<Exit> {
     let loaded = config::load_native()?;
+    let side = model_side();
     let home = config::home()?;
     let settings = config::settings::path()?;
     let credentials = home.join("credentials.json");
@@ -35,7 +67,8 @@ pub fn status(json: bool) -> anyhow::Result<Exit> {
             "project": super::list::project_json(&loaded),
             "settings": { "path": settings, "exists": settings.exists() },
             "credentials": { "path": credentials, "exists": credentials.exists() },
-            "checks": { "mcp_connection": "not_checked" },
+            "model": { "name": side.model, "endpoint": side.endpoint, "key_set": side.key_set, "problem": side.problem },
+            "checks": { "mcp_connection": "not_checked", "model": "not_checked" },
         }))?;
         return Ok(Exit::Ok);
     }
@@ -65,6 +98,16 @@ pub fn status(json: bool) -> anyhow::Result<Exit> {
     }
     out.push_str(&format!("settings: {} ({})\n", settings.display(), exists(&settings)));
     out.push_str(&format!("credentials: {} ({})\n", credentials.display(), exists(&credentials)));
+    match (&side.model, &side.endpoint, &side.problem) {
+        (Some(model), Some(endpoint), _) => out.push_str(&format!(
+            "model: {} at {} (key {})\n",
+            crate::util::terminal_safe(model),
+            crate::util::terminal_safe(endpoint),
+            if side.key_set { "set" } else { "not set" }
+        )),
+        (_, _, Some(problem)) => out.push_str(&format!("model: none ({problem})\n")),
+        _ => out.push_str("model: none\n"),
+    }
     for issue in &loaded.issues {
         out.push_str(&format!("{issue}\n"));
     }
@@ -169,6 +212,27 @@ pub fn doctor(json: bool) -> anyhow::Result<Exit> {
             }
         };
         findings.push(Finding { problem, message, fix: format!("nod mcp trust approve {}", entry.name) });
+    }
+    let side = model_side();
+    if let Some(problem) = &side.problem {
+        // No model at all is only a note: nod mcp needs none. A model that is configured but
+        // cannot be used is a problem.
+        let configured = side.model.is_some();
+        findings.push(Finding {
+            problem: configured,
+            message: format!("the model for nod ask, the shell and nod acp: {problem}"),
+            fix: if configured {
+                "fix the model settings (NOD_BASE_URL, NOD_API_KEY or api_key_env, settings.json)".into()
+            } else {
+                "set NOD_MODEL (and NOD_BASE_URL for a local server), or \"model\" in settings.json".into()
+            },
+        });
+    } else if !side.key_set && side.endpoint.as_deref().is_some_and(|e| e.starts_with("https://api.openai.com")) {
+        findings.push(Finding {
+            problem: true,
+            message: "the model endpoint is the default (api.openai.com) and no key is set".into(),
+            fix: "set OPENAI_API_KEY (or NOD_API_KEY), or NOD_BASE_URL for a local server".into(),
+        });
     }
     let problems = findings.iter().filter(|f| f.problem).count();
     if json {

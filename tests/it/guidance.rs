@@ -225,3 +225,20 @@ fn real_server_tests_are_ignored_with_a_reason_and_ci_includes_them() {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(readme.contains("cargo test -- --include-ignored"), "the README does not say how to run them");
 }
+
+#[test]
+fn status_and_doctor_show_the_model_side_without_sending_anything_or_the_key() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env
+        .nod(["status"])
+        .env("NOD_MODEL", "local-model")
+        .env("NOD_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("NOD_API_KEY", "sk-canary-status-1")
+        .run();
+    out.code(0).stdout_has("model: local-model at http://127.0.0.1:9/v1 (from NOD_BASE_URL) (key set)");
+    out.stdout_lacks("sk-canary-status-1");
+    std::fs::write(env.path("settings.json"), json!({ "api_key_env": "NOD_IT_UNSET_KEY" }).to_string()).unwrap();
+    let out = env.nod(["doctor"]).env("NOD_MODEL", "m").run();
+    out.code(2).stdout_has("problem: the model for nod ask").stdout_has("NOD_IT_UNSET_KEY");
+}
