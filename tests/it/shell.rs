@@ -555,7 +555,8 @@ fn mcp_commands_use_the_running_server_and_print_as_nod_mcp_does() {
         .env("NOD_MODEL", "fake-model")
         .stdin(format!("/mcp tool list fx\n{call}\n{call}\n/mcp tool call nosuch echo\n/exit\n"))
         .run();
-    out.code(0).within(30.0);
+    // The line naming a server that does not exist failed: a piped shell says so in its status.
+    out.code(1).within(30.0);
     // The agent's server answered every command: one process, one handshake all session.
     let wire = env.wire();
     assert_eq!(crate::support::with_method(&wire, "initialize").len(), 1, "{wire:#?}");
@@ -576,4 +577,20 @@ fn a_json_argument_is_taken_as_written() {
     let out = piped(&env, &model, "/mcp tool call fx echo {\"message\": \"two words\"}\n/exit\n").run();
     out.code(0).within(30.0).stdout_has("two words");
     assert!(model.requests().is_empty());
+}
+
+#[test]
+fn a_piped_shell_waits_for_its_servers_stays_quiet_at_exit_and_fails_when_a_line_did() {
+    let env = Env::new();
+    env.fixture(&["--init-delay-ms", "300"], json!({}));
+    let model = Model::start(vec![]);
+    let out = piped(&env, &model, "/mcp list\n/exit\n").run();
+    out.code(0).within(30.0).stdout_has("state=ready").stdout_lacks("state=starting");
+    out.stderr_lacks("shutting down");
+    let out = piped(&env, &model, "/nope\n").run();
+    out.code(1).within(30.0).stderr_has("unknown command /nope");
+    // Leaving at once while a server still starts prints nothing about it.
+    let out = piped(&env, &model, "/exit\n").run();
+    out.code(0).within(30.0).stderr_lacks("shutting down").stderr_lacks("cancelled");
+    env.assert_no_leftovers();
 }

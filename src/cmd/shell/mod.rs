@@ -49,6 +49,7 @@ pub fn run(globals: Globals, ctx: &Context) -> Exit {
         }
     };
     let exit = shell.repl();
+    shell.leaving.store(true, std::sync::atomic::Ordering::SeqCst);
     shell.agent.runtime().shutdown();
     // A start that the shutdown could not end (a slow network connect) is given 5 s.
     if let Some(starting) = shell.starting.take() {
@@ -91,6 +92,10 @@ struct Shell<'a> {
     /// The background start of the optional servers: joined at exit, after the shutdown made
     /// any start still under way fail, so no server it spawned outlives the shell.
     starting: Option<std::thread::JoinHandle<()>>,
+    /// Set when the shell is leaving: a server settling now prints no line.
+    leaving: Arc<std::sync::atomic::AtomicBool>,
+    /// A line failed (a turn, a command): a piped shell exits non-zero at the end.
+    failed: bool,
 }
 
 impl<'a> Shell<'a> {
@@ -143,6 +148,8 @@ impl<'a> Shell<'a> {
             current,
             notify,
             starting: None,
+            leaving: Arc::default(),
+            failed: false,
         };
         shell.on_terminate();
         if shell.trust_prompt(&loaded) {
@@ -182,10 +189,16 @@ impl<'a> Shell<'a> {
         }
         let ctx = self.ctx.clone();
         let notify = self.notify.clone();
+        let leaving = self.leaving.clone();
         self.starting = std::thread::Builder::new()
             .name("nod-start".into())
             .spawn(move || {
-                runtime.start_each(|_| true, &|name, state| notify(&settle_line(&runtime, name, state, &ctx)));
+                runtime.start_each(|_| true, &|name, state| {
+                    // At exit, a start the shutdown cut short is no news.
+                    if !leaving.load(std::sync::atomic::Ordering::SeqCst) {
+                        notify(&settle_line(&runtime, name, state, &ctx));
+                    }
+                });
             })
             .ok();
     }
@@ -222,7 +235,7 @@ impl<'a> Shell<'a> {
                     if self.input.is_terminal() {
                         eprintln!();
                     }
-                    return Exit::Ok;
+                    return self.exit_status();
                 }
                 Reply::Interrupted => {
                     if armed_exit.is_some_and(|at| at.elapsed() <= CTRL_C_WINDOW) {
@@ -241,14 +254,28 @@ impl<'a> Shell<'a> {
             if may_remember(&line) {
                 self.input.remember(&line);
             }
+            // Without a terminal nobody watches the start-up lines: a line runs once the
+            // servers have settled, as a script expects.
+            if !self.input.is_terminal() && (!looks_like_command(&line) || line.trim_start().starts_with("/mcp")) {
+                let runtime = self.agent.runtime().clone();
+                runtime.start_all();
+                runtime.wait_started(STARTING_LIMIT);
+                self.agent.index_tools();
+            }
             if looks_like_command(&line) {
                 if self.command(line.trim()) == Flow::Exit {
-                    return Exit::Ok;
+                    return self.exit_status();
                 }
                 continue;
             }
             self.turn(&line);
         }
+    }
+
+    /// How the shell exits: non-zero when a line failed and there was no terminal (a script
+    /// must be able to tell).
+    fn exit_status(&self) -> Exit {
+        if self.failed && !self.input.is_terminal() { Exit::ToolError } else { Exit::Ok }
     }
 
     /// Joins lines ending in `\` with the ones after them (`... ` prompt).
@@ -292,10 +319,14 @@ impl<'a> Shell<'a> {
             Status::Completed => {}
             Status::Interrupted => eprintln!("^C interrupted"),
             Status::Failed => {
+                self.failed = true;
                 let error = report.error.as_deref().unwrap_or("failed");
                 eprintln!("✗ {}", terminal_safe(&self.ctx.redactor.redact(error)));
             }
-            Status::InputRequired => eprintln!("✗ input required"),
+            Status::InputRequired => {
+                self.failed = true;
+                eprintln!("✗ input required");
+            }
         }
         println!();
     }
@@ -316,7 +347,10 @@ impl<'a> Shell<'a> {
             "/permissions" => self.permissions(rest),
             "/status" => self.status(),
             "/mcp" => self.mcp(rest),
-            other => eprintln!("unknown command {} · type /help", terminal_safe(other)),
+            other => {
+                self.failed = true;
+                eprintln!("unknown command {} · type /help", terminal_safe(other));
+            }
         }
         Flow::Continue
     }
@@ -412,6 +446,7 @@ impl<'a> Shell<'a> {
         let words = match split_words(rest) {
             Ok(words) => words,
             Err(why) => {
+                self.failed = true;
                 eprintln!("nod: {why}");
                 return;
             }
@@ -429,6 +464,7 @@ impl<'a> Shell<'a> {
                 return;
             }
             Err(err) => {
+                self.failed = true;
                 super::report_usage(&err, &args);
                 return;
             }
@@ -438,8 +474,13 @@ impl<'a> Shell<'a> {
             Mcp::List { .. } => {
                 let loaded = config::load_native().unwrap_or_default();
                 let healths = self.agent.runtime().health();
-                if let Err(err) = super::list::show_health(&healths, &loaded, false, &ctx) {
-                    eprintln!("nod: {err:#}");
+                match super::list::show_health(&healths, &loaded, false, &ctx) {
+                    Ok(Exit::Ok) => {}
+                    Ok(_) => self.failed = true,
+                    Err(err) => {
+                        self.failed = true;
+                        eprintln!("nod: {err:#}");
+                    }
                 }
             }
             Mcp::Auth { name, open } => self.authorize(&name, open, &ctx),
@@ -454,10 +495,14 @@ impl<'a> Shell<'a> {
             Mcp::Add(_) | Mcp::Remove { .. } | Mcp::Trust(_) => {
                 if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) == Exit::Ok {
                     self.reload();
+                } else {
+                    self.failed = true;
                 }
             }
             Mcp::Path => {
-                super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx);
+                if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) != Exit::Ok {
+                    self.failed = true;
+                }
             }
             query => self.on_server(query, &ctx),
         }
@@ -489,7 +534,9 @@ impl<'a> Shell<'a> {
                 }
             }
         })();
-        super::finish(result, ctx.options.json, Some(&server), Kind::Connection, ctx);
+        if super::finish(result, ctx.options.json, Some(&server), Kind::Connection, ctx) != Exit::Ok {
+            self.failed = true;
+        }
     }
 
     /// The session of `name` in the agent's runtime. An idle server is started first, as a
