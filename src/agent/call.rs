@@ -424,7 +424,7 @@ impl Agent {
         loop {
             select! {
                 recv(call.updates()) -> update => match update {
-                    Ok(CallUpdate::Progress(_)) => {}
+                    Ok(CallUpdate::Progress(progress)) => calling.surface.progress(&progress),
                     Ok(CallUpdate::Done(result)) => {
                         if let Some(result) = session.settle(call, result) {
                             return Ok(result);

@@ -116,6 +116,8 @@ pub trait Surface {
     fn tool_started(&mut self, name: &str, arguments: &str);
     /// The call was admitted and is being sent (after any approval).
     fn tool_running(&mut self) {}
+    /// The server reported progress on the running call.
+    fn progress(&mut self, _progress: &crate::dispatch::Progress) {}
     /// `detail`: the first line of a failure; `result`: what the model receives (bounded).
     fn tool_finished(&mut self, name: &str, ok: bool, detail: &str, result: &str);
     fn notice(&mut self, level: Level, text: &str);

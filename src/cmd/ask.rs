@@ -65,6 +65,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let mut agent = setup.agent(runtime.clone(), asked);
     let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
     let mut surface = AskSurface {
+        progress_shown: None,
         explained: false,
         prompt_permissions: ask.prompt_permissions,
         json: ask.json,
@@ -124,7 +125,12 @@ fn prompt(ask: &Ask) -> anyhow::Result<String> {
     Ok(prompt)
 }
 
+/// Progress lines at most this often (a server may report every millisecond).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 struct AskSurface {
+    /// When the last progress line was shown.
+    progress_shown: Option<std::time::Instant>,
     /// The refusal of a call needing approval was explained already.
     explained: bool,
     prompt_permissions: bool,
@@ -256,6 +262,14 @@ impl Surface for AskSurface {
             let name = crate::util::terminal_safe(&crate::util::one_line(name)).into_owned();
             eprintln!("● {name} {preview}");
         }
+    }
+
+    fn progress(&mut self, progress: &crate::dispatch::Progress) {
+        if self.quiet || self.json || self.progress_shown.is_some_and(|at| at.elapsed() < PROGRESS_EVERY) {
+            return;
+        }
+        self.progress_shown = Some(std::time::Instant::now());
+        eprintln!("  … {}", super::render::progress(progress));
     }
 
     fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str, _result: &str) {

@@ -36,6 +36,21 @@ pub fn write_blocks(content: &[Value], terminal: bool, out: &mut dyn std::io::Wr
     Ok(())
 }
 
+/// A progress notification as a line shows it: `3/10 message` (the server's message
+/// terminal-safe, on one line, at most 200 characters).
+pub fn progress(p: &crate::dispatch::Progress) -> String {
+    let number = |n: f64| if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.2}") };
+    let amount = match p.total {
+        Some(total) => format!("{}/{}", number(p.progress), number(total)),
+        None => number(p.progress),
+    };
+    let message = p.message.as_deref().map(|m| {
+        let line: String = crate::util::one_line(m).chars().take(200).collect();
+        format!(" {}", terminal_safe(&line))
+    });
+    format!("{amount}{}", message.unwrap_or_default())
+}
+
 pub fn safe(text: &str, terminal: bool) -> String {
     if terminal { terminal_safe(text).into_owned() } else { text.to_string() }
 }

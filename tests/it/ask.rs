@@ -493,3 +493,17 @@ fn a_model_error_names_the_endpoint_where_its_url_came_from_and_the_likely_fix()
     out.stderr_has(&format!("(endpoint {} (from NOD_BASE_URL))", model.url())).stderr_has("does the URL end in /v1?");
     out.stderr_lacks("<h1>");
 }
+
+#[test]
+fn progress_of_a_long_call_is_shown_on_stderr() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_progress" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_progress", json!({ "steps": 3, "interval_ms": 150 }))]),
+        Step::Text("Done.".into()),
+    ]);
+    let out = ask(&env, &model, &["go"]).run();
+    out.code(0).within(30.0).stderr_has("  … 1/3").stderr_has("  … 3/3");
+}

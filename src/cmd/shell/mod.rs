@@ -306,6 +306,7 @@ impl<'a> Shell<'a> {
             trigger: trigger.clone(),
             redactor: self.ctx.redactor.clone(),
             last: '\n',
+            progress_shown: None,
         };
         let report = self.agent.turn(&prompt, &mut surface, &trigger);
         if surface.last != '\n' {
@@ -980,6 +981,8 @@ struct ShellSurface<'i> {
     redactor: crate::util::Redactor,
     /// The last character written to stdout.
     last: char,
+    /// When the last progress line was shown (at most one each 100 ms).
+    progress_shown: Option<Instant>,
 }
 
 impl ShellSurface<'_> {
@@ -1011,6 +1014,14 @@ impl Surface for ShellSurface<'_> {
         }
         // The name is the model's: made terminal-safe like everything else it writes.
         eprintln!("● {} {}", terminal_safe(&one_line(name)), terminal_safe(&crate::agent::preview(arguments)));
+    }
+
+    fn progress(&mut self, progress: &crate::dispatch::Progress) {
+        if self.progress_shown.is_some_and(|at| at.elapsed() < Duration::from_millis(100)) {
+            return;
+        }
+        self.progress_shown = Some(Instant::now());
+        eprintln!("  … {}", super::render::progress(progress));
     }
 
     fn tool_finished(&mut self, _name: &str, ok: bool, detail: &str, _result: &str) {

@@ -205,17 +205,8 @@ impl<'a> ProgressLine<'a> {
             return;
         }
         self.last = Some(now);
-        let amount = match p.total {
-            Some(total) => format!("{}/{}", number(p.progress), number(total)),
-            None => number(p.progress),
-        };
-        let message = p.message.as_deref().map(|m| format!(" {}", crate::util::terminal_safe(m))).unwrap_or_default();
-        eprintln!("nod: {}: progress {amount}{message}", self.label);
+        eprintln!("nod: {}: progress {}", self.label, render::progress(p));
     }
-}
-
-fn number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.2}") }
 }
 
 fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Result<Exit> {
