@@ -18,7 +18,13 @@ pub(super) fn build(command: &'static help::Command, args: &[&str], rest: &mut R
                 return Err(usage(page, "usage: nod mcp add --transport http|sse <name> <url>"));
             }
             if transport.is_some() && !rest.env.is_empty() {
-                return Err(usage(page, "--env goes with a stdio server"));
+                return Err(usage(page, "--env goes with a stdio server; a remote one takes --header 'NAME: VALUE'"));
+            }
+            if transport.is_none() && !rest.headers.is_empty() {
+                return Err(usage(
+                    page,
+                    "--header goes with a remote server (--transport http|sse); a stdio one takes --env",
+                ));
             }
             if transport.is_none() && looks_like_url(target[0]) {
                 return Err(usage(
@@ -33,8 +39,11 @@ pub(super) fn build(command: &'static help::Command, args: &[&str], rest: &mut R
                 transport,
                 target: target.iter().map(owned).collect(),
                 env: std::mem::take(&mut rest.env),
+                headers: std::mem::take(&mut rest.headers),
             })
         }
+        ("mcp add-json", [name, entry]) => Mcp::AddJson { name: name.to_string(), entry: Source::from_word(entry) },
+        ("mcp get", [name]) => Mcp::Get { name: name.to_string() },
         ("mcp remove", [name]) => Mcp::Remove { name: name.to_string() },
         ("mcp auth", [name]) => Mcp::Auth { name: name.to_string(), open: rest.open },
         ("mcp logout", [name]) => Mcp::Logout { name: name.to_string() },

@@ -102,6 +102,12 @@ pub const FLAGS: &[Flag] = &[
         about: "With add: an environment variable for the server (repeatable); give it before the name.",
     },
     Flag {
+        long: "header",
+        short: Some('H'),
+        value: Some("'NAME: VALUE'"),
+        about: "With add --transport http|sse: a header sent with every request to the server (repeatable), such as 'Authorization: Bearer ...'; give it before the name.",
+    },
+    Flag {
         long: "transport",
         short: None,
         value: Some("http|sse"),
@@ -219,10 +225,10 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp add",
         usage: &[
             "nod mcp add [--env NAME=VALUE]... <name> <command> [args...]",
-            "nod mcp add --transport http|sse <name> <url>",
+            "nod mcp add --transport http|sse [--header 'NAME: VALUE']... <name> <url>",
         ],
         about: "Add or replace a server in the profile. A local stdio server runs <command> with everything after it as its own arguments, dashes included; a remote one is reached at <url> (https, or http to localhost) over Streamable HTTP (http) or legacy HTTP+SSE (sse). A command that looks like a URL is refused: use --transport. Names contain only ASCII letters, digits, _ and -. The write is atomic, keeps every other entry and field, and leaves the file private (0600); it holds a lock (.mcp.json.lock beside the file), so concurrent edits all land.",
-        flags: &["env", "transport", "json"],
+        flags: &["env", "header", "transport", "json"],
         args: &[Arg::Free, Arg::Free],
         examples: &[
             ("nod mcp add files npx -y @modelcontextprotocol/server-filesystem ~/notes", "A local server."),
@@ -231,7 +237,27 @@ pub const COMMANDS: &[Command] = &[
                 "With an environment variable.",
             ),
             ("nod mcp add --transport http remote https://mcp.example.com/mcp", "A remote server."),
+            ("nod mcp add --transport http -H 'X-Api-Key: ...' remote https://mcp.example.com/mcp", "With a header."),
         ],
+    },
+    Command {
+        path: "mcp add-json",
+        usage: &["nod mcp add-json <name> <json | - | @FILE>"],
+        about: "Add or replace a server from a whole profile entry in JSON (as in mcp.json, or as Claude Code and VS Code write one: command, args, env, type, url, headers). The entry is checked as the profile would read it before anything is written; the write is as add's.",
+        flags: &["json"],
+        args: &[Arg::Free, Arg::Free],
+        examples: &[(
+            "nod mcp add-json memory '{\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"]}'",
+            "An entry given whole.",
+        )],
+    },
+    Command {
+        path: "mcp get",
+        usage: &["nod mcp get <name>"],
+        about: "Show one server's entry as configured (the profile's, or the project's .mcp.json), with the values of environment variables and headers and any URL query hidden, where it comes from, and how to remove it.",
+        flags: &["json"],
+        args: &[Arg::Server],
+        examples: &[("nod mcp get files", "The entry of files.")],
     },
     Command {
         path: "mcp remove",

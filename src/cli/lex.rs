@@ -52,6 +52,7 @@ pub(super) struct Rest {
     pub(super) pairs: Vec<(String, String)>,
     pub(super) transport: Option<String>,
     pub(super) env: Vec<(String, String)>,
+    pub(super) headers: Vec<(String, String)>,
     pub(super) open: bool,
     pub(super) yes: bool,
     pub(super) help: bool,

@@ -67,6 +67,15 @@ pub struct Options {
 pub enum Mcp {
     Path,
     Add(Add),
+    /// `nod mcp add-json <name> <json>`: an entry given whole.
+    AddJson {
+        name: String,
+        entry: Source,
+    },
+    /// `nod mcp get <name>`: the entry as configured, secrets hidden.
+    Get {
+        name: String,
+    },
     Remove {
         name: String,
     },
@@ -130,6 +139,7 @@ impl Mcp {
         Some(match self {
             Mcp::Add(add) => &add.name,
             Mcp::Remove { name } | Mcp::Auth { name, .. } | Mcp::Logout { name } => name,
+            Mcp::AddJson { name, .. } | Mcp::Get { name } => name,
             Mcp::Trust(Trust::Approve(name) | Trust::Reject(name)) => name,
             Mcp::ToolList { server }
             | Mcp::ToolShow { server, .. }
@@ -146,9 +156,10 @@ impl Mcp {
     }
 
     /// Whether the command line may hold a secret, so the shell keeps it out of its history:
-    /// `add` takes `--env` values, and a server's own arguments or URL may carry a token.
+    /// `add` takes `--env` and `--header` values, a server's own arguments or URL may carry a
+    /// token, and `add-json` holds a whole entry.
     pub fn carries_secret(&self) -> bool {
-        matches!(self, Mcp::Add(_))
+        matches!(self, Mcp::Add(_) | Mcp::AddJson { .. })
     }
 }
 
@@ -173,6 +184,8 @@ pub struct Add {
     /// The command and its arguments, or the URL alone.
     pub target: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// `--header 'NAME: VALUE'` for a remote server.
+    pub headers: Vec<(String, String)>,
 }
 
 /// Where a JSON document comes from: the command line, stdin (`-`) or a file (`@FILE`).

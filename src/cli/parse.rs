@@ -189,6 +189,15 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
                 rest.transport = Some(text);
             }
             Short('e') | Long("env") => rest.env.push(pair(parser, "--env")?),
+            Short('H') | Long("header") => {
+                let text = string(parser, page)?;
+                match text.split_once(':') {
+                    Some((name, value)) if !name.trim().is_empty() && !name.contains(char::is_whitespace) => {
+                        rest.headers.push((name.trim().to_string(), value.trim().to_string()));
+                    }
+                    _ => return Err(usage(page, format!("--header takes 'NAME: VALUE', not {text:?}"))),
+                }
+            }
             Value(value) => {
                 rest.values.push(value.into_string().map_err(|_| usage(page, "arguments must be valid UTF-8"))?);
                 // After `add <name> <command>`, everything is the server's own argument list,

@@ -62,7 +62,10 @@ pub enum Exit {
 pub fn run(command: Command, ctx: &Context) -> Exit {
     let (json, server, fallback) = match &command {
         Command::Mcp(mcp, options) => {
-            let edits = matches!(mcp, Mcp::Path | Mcp::Add(_) | Mcp::Remove { .. } | Mcp::Trust(_));
+            let edits = matches!(
+                mcp,
+                Mcp::Path | Mcp::Add(_) | Mcp::AddJson { .. } | Mcp::Get { .. } | Mcp::Remove { .. } | Mcp::Trust(_)
+            );
             (options.json, mcp.server().map(str::to_string), if edits { Kind::Config } else { Kind::Connection })
         }
         Command::Status { json } | Command::Doctor { json } => (*json, None, Kind::Config),
@@ -165,6 +168,8 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         Mcp::Add(add) => edit::add(add, json),
+        Mcp::AddJson { name, entry } => edit::add_json(&name, &entry, json),
+        Mcp::Get { name } => edit::get(&name, json),
         Mcp::Remove { name } => edit::remove(&name, json),
         Mcp::Trust(command) => trust::run(command, ctx),
         Mcp::Auth { name, open } => auth::auth(&name, open, ctx),

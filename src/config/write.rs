@@ -40,6 +40,20 @@ pub fn add(path: &Path, name: &str, entry: Value) -> anyhow::Result<Change> {
     })
 }
 
+/// The raw entry of `name` in the profile (or a `.mcp.json`) at `path`, as written there;
+/// `None` when there is none.
+pub fn entry(path: &Path, name: &str) -> anyhow::Result<Option<Value>> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let root: Value =
+        serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let servers = ["mcp", "mcpServers", "servers"].iter().find_map(|key| root.get(key)).and_then(Value::as_object);
+    Ok(servers.and_then(|s| s.get(name)).cloned())
+}
+
 /// Removes `name`.
 pub fn remove(path: &Path, name: &str) -> anyhow::Result<Change> {
     check_name(name)?;

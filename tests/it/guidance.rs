@@ -13,7 +13,7 @@ fn every_command_has_its_own_help_with_examples() {
     let env = Env::new();
     for (args, usage) in [
         (&["mcp", "tool", "call", "--help"][..], "nod mcp tool call <server> <tool>"),
-        (&["mcp", "add", "--help"], "nod mcp add --transport http|sse <name> <url>"),
+        (&["mcp", "add", "--help"], "nod mcp add --transport http|sse [--header 'NAME: VALUE']... <name> <url>"),
         (&["status", "--help"], "nod status [--json]"),
         (&["doctor", "-h"], "nod doctor [--json]"),
         (&["completions", "--help"], "nod completions bash|zsh|fish"),

@@ -95,3 +95,40 @@ fn concurrent_adds_all_land() {
     wanted.sort();
     assert_eq!(kept, wanted);
 }
+
+#[test]
+fn get_shows_an_entry_with_its_secrets_hidden_and_add_json_and_header_add_entries() {
+    let env = Env::new();
+    let entry = r#"{"command": "npx", "args": ["-y", "server-x"], "env": {"TOKEN": "canary-get-secret-1"}}"#;
+    env.nod(["mcp", "add-json", "x", entry]).run().code(0).stdout_has("added server x");
+    env.nod([
+        "mcp",
+        "add",
+        "--transport",
+        "http",
+        "-H",
+        "X-Api-Key: canary-header-2",
+        "web",
+        "https://e.example/mcp?key=canary-q-3",
+    ])
+    .run()
+    .code(0);
+    let out = env.nod(["mcp", "get", "x"]).run();
+    out.code(0).stdout_has("\"TOKEN\": \"[hidden]\"").stdout_has("remove it with: nod mcp remove x");
+    out.stdout_lacks("canary-get-secret-1");
+    let out = env.nod(["mcp", "get", "web", "--json"]).run();
+    out.code(0);
+    let shown = out.json();
+    assert_eq!(shown["entry"]["headers"]["X-Api-Key"], "[hidden]", "{shown}");
+    assert_eq!(shown["entry"]["url"], "https://e.example/mcp?[hidden]", "{shown}");
+    out.stdout_lacks("canary-header-2").stdout_lacks("canary-q-3");
+    // The header reaches the profile for the server to get it.
+    let profile = std::fs::read_to_string(env.path("mcp.json")).unwrap();
+    assert!(profile.contains("canary-header-2"), "{profile}");
+    env.nod(["mcp", "get", "nope"]).run().code(2).stderr_has("no server named nope");
+    env.nod(["mcp", "add-json", "bad", r#"{"command": 3}"#]).run().code(2).stderr_has("command must be");
+    env.nod(["mcp", "add", "-H", "A: b", "local", "cmd"])
+        .run()
+        .code(2)
+        .stderr_has("--header goes with a remote server");
+}

@@ -493,14 +493,14 @@ impl<'a> Shell<'a> {
                     self.restart(&name);
                 }
             }
-            Mcp::Add(_) | Mcp::Remove { .. } | Mcp::Trust(_) => {
+            Mcp::Add(_) | Mcp::AddJson { .. } | Mcp::Remove { .. } | Mcp::Trust(_) => {
                 if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) == Exit::Ok {
                     self.reload();
                 } else {
                     self.failed = true;
                 }
             }
-            Mcp::Path => {
+            Mcp::Path | Mcp::Get { .. } => {
                 if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) != Exit::Ok {
                     self.failed = true;
                 }
