@@ -44,6 +44,7 @@ pub(super) fn build(command: &'static help::Command, args: &[&str], rest: &mut R
         }
         ("mcp add-json", [name, entry]) => Mcp::AddJson { name: name.to_string(), entry: Source::from_word(entry) },
         ("mcp get", [name]) => Mcp::Get { name: name.to_string() },
+        ("mcp import", [file]) => Mcp::Import { file: file.into(), yes: rest.yes },
         ("mcp remove", [name]) => Mcp::Remove { name: name.to_string() },
         ("mcp auth", [name]) => Mcp::Auth { name: name.to_string(), open: rest.open },
         ("mcp logout", [name]) => Mcp::Logout { name: name.to_string() },

@@ -114,7 +114,12 @@ pub const FLAGS: &[Flag] = &[
         about: "With add: add a remote server by URL (http: Streamable HTTP; sse: legacy HTTP+SSE).",
     },
     Flag { long: "open", short: None, value: None, about: "With auth: launch the browser on the authorization URL." },
-    Flag { long: "yes", short: Some('y'), value: None, about: "With trust approve-all: approve without asking." },
+    Flag {
+        long: "yes",
+        short: Some('y'),
+        value: None,
+        about: "With trust approve-all: approve without asking. With import: write what would be added.",
+    },
     Flag { long: "connect", short: None, value: None, about: "With list: connect and show live health." },
     Flag {
         long: "arg",
@@ -250,6 +255,18 @@ pub const COMMANDS: &[Command] = &[
             "nod mcp add-json memory '{\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"]}'",
             "An entry given whole.",
         )],
+    },
+    Command {
+        path: "mcp import",
+        usage: &["nod mcp import <file> [--yes]"],
+        about: "Add the servers of another tool's configuration: Claude Desktop's claude_desktop_config.json and Claude Code's JSON (mcpServers, and Claude Code's entry for this folder), VS Code's mcp.json (servers), Codex's config.toml (mcp_servers). Each entry is checked as the profile would read it; what would be added (+), replaced (~) or cannot be taken (✗, with why) is shown, secret values hidden, and nothing is written without --yes.",
+        flags: &["yes", "json"],
+        args: &[Arg::Free],
+        examples: &[
+            ("nod mcp import ~/.config/Claude/claude_desktop_config.json", "See what would be added."),
+            ("nod mcp import .vscode/mcp.json --yes", "Add them."),
+            ("nod mcp import ~/.codex/config.toml --yes", "From Codex."),
+        ],
     },
     Command {
         path: "mcp get",

@@ -76,6 +76,11 @@ pub enum Mcp {
     Get {
         name: String,
     },
+    /// `nod mcp import <file> [--yes]`: servers from another tool's configuration.
+    Import {
+        file: PathBuf,
+        yes: bool,
+    },
     Remove {
         name: String,
     },
@@ -151,7 +156,7 @@ impl Mcp {
             | Mcp::PromptGet { server, .. }
             | Mcp::PromptComplete { server, .. } => server,
             Mcp::ToolCall(call) => &call.server,
-            Mcp::Path | Mcp::List { .. } | Mcp::Trust(_) => return None,
+            Mcp::Path | Mcp::List { .. } | Mcp::Trust(_) | Mcp::Import { .. } => return None,
         })
     }
 

@@ -94,7 +94,7 @@ pub fn get(name: &str, json: bool) -> anyhow::Result<Exit> {
 
 /// An entry with the values of `env`/`environment`/`headers` and any URL's query (where a
 /// key may ride) replaced by `[hidden]`; the names stay, so the entry still reads.
-fn hidden(entry: &Value) -> Value {
+pub(super) fn hidden(entry: &Value) -> Value {
     let mut out = entry.clone();
     if let Some(map) = out.as_object_mut() {
         for key in ["env", "environment", "headers"] {

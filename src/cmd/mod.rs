@@ -10,6 +10,7 @@ mod browser;
 mod edit;
 pub(crate) mod failure;
 pub(crate) mod form;
+mod import;
 pub mod interrupt;
 mod list;
 pub mod logging;
@@ -64,7 +65,13 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
         Command::Mcp(mcp, options) => {
             let edits = matches!(
                 mcp,
-                Mcp::Path | Mcp::Add(_) | Mcp::AddJson { .. } | Mcp::Get { .. } | Mcp::Remove { .. } | Mcp::Trust(_)
+                Mcp::Path
+                    | Mcp::Add(_)
+                    | Mcp::AddJson { .. }
+                    | Mcp::Get { .. }
+                    | Mcp::Import { .. }
+                    | Mcp::Remove { .. }
+                    | Mcp::Trust(_)
             );
             (options.json, mcp.server().map(str::to_string), if edits { Kind::Config } else { Kind::Connection })
         }
@@ -170,6 +177,7 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         Mcp::Add(add) => edit::add(add, json),
         Mcp::AddJson { name, entry } => edit::add_json(&name, &entry, json),
         Mcp::Get { name } => edit::get(&name, json),
+        Mcp::Import { file, yes } => import::import(&file, yes, json),
         Mcp::Remove { name } => edit::remove(&name, json),
         Mcp::Trust(command) => trust::run(command, ctx),
         Mcp::Auth { name, open } => auth::auth(&name, open, ctx),

@@ -132,3 +132,48 @@ fn get_shows_an_entry_with_its_secrets_hidden_and_add_json_and_header_add_entrie
         .code(2)
         .stderr_has("--header goes with a remote server");
 }
+
+#[test]
+fn import_shows_what_it_would_add_from_each_tools_format_and_writes_only_with_yes() {
+    let env = Env::new();
+    let claude = env.path("claude_desktop_config.json");
+    std::fs::write(
+        &claude,
+        json!({ "mcpServers": {
+        "fs": { "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+            "env": { "TOKEN": "canary-import-1" } },
+        "broken": { "command": 3 },
+    } })
+        .to_string(),
+    )
+    .unwrap();
+    let vscode = env.path("mcp.json.vscode");
+    std::fs::write(
+        &vscode,
+        json!({ "servers": { "web": { "type": "http", "url": "https://e.example/mcp" } } }).to_string(),
+    )
+    .unwrap();
+    let codex = env.path("config.toml");
+    std::fs::write(
+        &codex,
+        "[mcp_servers.memory]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-memory\"]\n",
+    )
+    .unwrap();
+    let claude_arg = claude.display().to_string();
+    let out = env.nod(["mcp", "import", &claude_arg]).run();
+    out.code(0).stdout_has("+ fs  npx -y @modelcontextprotocol/server-filesystem /tmp").stdout_has("✗ broken");
+    out.stdout_has("nothing was written").stdout_lacks("canary-import-1");
+    assert!(!env.path("mcp.json").exists(), "nothing was written without --yes");
+    env.nod(["mcp", "import", &claude_arg, "--yes"]).run().code(0).stdout_has("added 1 server");
+    env.nod(["mcp", "import", &vscode.display().to_string(), "--yes"])
+        .run()
+        .code(0)
+        .stdout_has("+ web  url https://e.example/mcp");
+    env.nod(["mcp", "import", &codex.display().to_string(), "--yes"]).run().code(0).stdout_has("+ memory");
+    let list = env.nod(["mcp", "list", "--json"]).run();
+    let names: Vec<String> =
+        list.json()["servers"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["fs", "web", "memory"]);
+    let again = env.nod(["mcp", "import", &claude_arg]).run();
+    again.code(0).stdout_has("~ fs");
+}

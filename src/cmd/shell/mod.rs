@@ -493,7 +493,7 @@ impl<'a> Shell<'a> {
                     self.restart(&name);
                 }
             }
-            Mcp::Add(_) | Mcp::AddJson { .. } | Mcp::Remove { .. } | Mcp::Trust(_) => {
+            Mcp::Add(_) | Mcp::AddJson { .. } | Mcp::Import { .. } | Mcp::Remove { .. } | Mcp::Trust(_) => {
                 if super::run(Command::Mcp(mcp, ctx.options.clone()), &ctx) == Exit::Ok {
                     self.reload();
                 } else {
