@@ -369,7 +369,7 @@ pub fn elicit(io: &mut dyn Prompter, request: &InputRequired) -> Result<Value, I
         io.say(&format!("  {} = {}\n", shown(name), shown(&value)));
     }
     loop {
-        match io.line("[a] accept  [d] decline  [c] cancel > ") {
+        match io.line("[a] accept (Enter)  [d] decline  [c] cancel > ") {
             Reply::Line(answer) => match answer.trim().to_ascii_lowercase().as_str() {
                 "" | "a" | "accept" => return Ok(json!({ "action": "accept", "content": content })),
                 "d" | "decline" => return Ok(json!({ "action": "decline" })),
@@ -417,15 +417,23 @@ impl Field<'_> {
         } else if kind != "string" {
             hint = format!(" ({kind})");
         }
+        // A default as the person would type it: a choice by its title (several comma-joined),
+        // a boolean as y or n, text as it is; and said to be what Enter takes.
+        let title_of = |value: &Value| {
+            choices.iter().find(|(v, _)| v == value).map(|(_, t)| shown(t)).unwrap_or_else(|| match value {
+                Value::String(s) => shown(s),
+                other => shown(&other.to_string()),
+            })
+        };
         let default = self.schema.get("default").map(|d| match d {
             Value::Bool(true) => "y".to_string(),
             Value::Bool(false) => "n".to_string(),
-            Value::String(s) => shown(s),
-            other => shown(&other.to_string()),
+            Value::Array(items) => items.iter().map(title_of).collect::<Vec<_>>().join(", "),
+            other => title_of(other),
         });
         let sensitive = sensitive(self.name, self.schema);
         let need = if self.required { " (required)" } else { "" };
-        let brackets = default.as_ref().map(|d| format!(" [{d}]")).unwrap_or_default();
+        let brackets = default.as_ref().map(|d| format!(" [Enter: {d}]")).unwrap_or_default();
         let prompt = format!("  {label}{hint}{need}{brackets}: ");
         loop {
             let reply = if sensitive { io.hidden(&prompt) } else { io.line(&prompt) };
@@ -694,6 +702,19 @@ mod tests {
             assert_eq!(elicit(&mut io, &url).unwrap()["action"], "decline", "{hidden}");
             assert!(io.said.contains("credentials or a backslash") && !io.said.contains("host: bank"), "{}", io.said);
         }
+    }
+
+    #[test]
+    fn defaults_are_shown_as_the_person_would_choose_them_and_enter_takes_them() {
+        let form = request(json!({ "type": "object", "properties": {
+            "hero": { "type": "string", "oneOf": [{ "const": "hero-1", "title": "Wonder Woman" }], "default": "hero-1" },
+            "kit": { "type": "array", "items": { "type": "string", "enum": ["Guitar", "Drums"] }, "default": ["Guitar", "Drums"] },
+        } }));
+        let mut io = Script::new(&["", "", ""]);
+        let answer = elicit(&mut io, &form).unwrap();
+        assert!(io.said.contains("[Enter: Wonder Woman]") && io.said.contains("[Enter: Guitar, Drums]"), "{}", io.said);
+        assert!(io.said.contains("[a] accept (Enter)"), "{}", io.said);
+        assert_eq!(answer["content"], json!({ "hero": "hero-1", "kit": ["Guitar", "Drums"] }));
     }
 
     #[test]

@@ -226,7 +226,7 @@ fn an_elicitation_form_asks_again_on_invalid_input_and_confirms() {
     term.next("count (integer) (required): ").type_line("many");
     term.next("not a whole number; again").next("count (integer) (required): ").type_line("12");
     term.next("12 is greater than the maximum of 9; again").next("count (integer) (required): ").type_line("4");
-    term.next("  count = 4").next("[a] accept  [d] decline  [c] cancel > ").type_line("a");
+    term.next("  count = 4").next("[a] accept (Enter)  [d] decline  [c] cancel > ").type_line("a");
     term.next("Got it.").next("nod> ");
     exit(term);
     let result = &tool_messages(&model.requests()[2])[1].1;
@@ -491,10 +491,10 @@ fn a_whole_session_from_trust_to_exit() {
     term.type_line("what does it say, and what is my name?");
     term.next("Allow this call?").next("[y] once").type_line("1");
     term.next("MCP server 'docs' asks: Please tell me your name");
-    term.next("name (required) [Ada]: ").type_line("Grace");
-    term.next("age (integer) [36]: ").type_line("");
-    term.next("ok (y/n) [y]: ").type_line("");
-    term.next("[green]: ").type_line("");
+    term.next("name (required) [Enter: Ada]: ").type_line("Grace");
+    term.next("age (integer) [Enter: 36]: ").type_line("");
+    term.next("ok (y/n) [Enter: y]: ").type_line("");
+    term.next("[Enter: green]: ").type_line("");
     term.next("[a] accept").type_line("a");
     term.next("your name is Grace.").next("nod> ");
     term.type_line("/mcp reload").next("MCP reloaded: 1 server (1 ready)").next("nod> ");

@@ -12,13 +12,13 @@ fn a_terminal_is_asked_for_each_field_with_types_defaults_and_choices() {
     env.fixture(&[], json!({}));
     let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).spawn_on_terminal();
     term.wait_for("MCP server 'fx' asks: Please tell me your name");
-    term.wait_for("name (required) [Ada]: ").type_line("Grace Hopper");
-    term.wait_for("age (integer) [36]: ").type_line("eighty");
-    term.wait_for("not a whole number; again").wait_for("age (integer) [36]: ").type_line("");
-    term.wait_for("ok (y/n) [y]: ").type_line("n");
-    term.wait_for("color: 1) red  2) green [green]: ").type_line("1");
+    term.wait_for("name (required) [Enter: Ada]: ").type_line("Grace Hopper");
+    term.wait_for("age (integer) [Enter: 36]: ").type_line("eighty");
+    term.wait_for("not a whole number; again").wait_for("age (integer) [Enter: 36]: ").type_line("");
+    term.wait_for("ok (y/n) [Enter: y]: ").type_line("n");
+    term.wait_for("color: 1) red  2) green [Enter: green]: ").type_line("1");
     term.wait_for("  name = Grace Hopper\n  age = 36\n  ok = false\n  color = red\n");
-    term.wait_for("[a] accept  [d] decline  [c] cancel > ").type_line("a");
+    term.wait_for("[a] accept (Enter)  [d] decline  [c] cancel > ").type_line("a");
     let (code, shown) = term.wait();
     assert_eq!(code, Some(0), "{shown}");
     assert!(
@@ -46,7 +46,7 @@ fn a_sensitive_field_is_read_without_echo_and_ctrl_d_declines() {
     assert!(shown.contains(r#""content":{"apiToken":"hunter2-canary"}"#), "{shown}");
 
     let mut term = env.nod(["mcp", "tool", "call", SERVER, "elicit"]).spawn_on_terminal();
-    term.wait_for("name (required) [Ada]: ").end_input();
+    term.wait_for("name (required) [Enter: Ada]: ").end_input();
     let (code, shown) = term.wait();
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains(r#"{"action":"decline"}"#), "{shown}");

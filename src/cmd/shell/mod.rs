@@ -966,12 +966,53 @@ const COMMANDS: &[(&str, &str)] = &[
 ];
 
 fn print_help() {
+    let width = terminal_width();
+    let indent = 23;
     for (command, about) in COMMANDS {
-        println!("  {command:<20} {about}");
+        let lines = wrap(about, width.saturating_sub(indent).max(20));
+        for (i, line) in lines.iter().enumerate() {
+            if i == 0 {
+                println!("  {command:<20} {line}");
+            } else {
+                println!("{:indent$}{line}", "");
+            }
+        }
     }
-    println!(
-        "A line ending in \\ continues on the next. Ctrl-C cancels a running turn; twice at the prompt, it exits."
-    );
+    for line in wrap(
+        "A line ending in \\ continues on the next. Ctrl-C cancels a running turn; twice at the prompt, it exits.",
+        width,
+    ) {
+        println!("{line}");
+    }
+}
+
+/// The width of the terminal on stdout, or 80 when it is not one.
+fn terminal_width() -> usize {
+    // SAFETY: TIOCGWINSZ fills a winsize this function owns; a failure leaves it zeroed.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: see above; the descriptor is stdout's.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 { usize::from(size.ws_col) } else { 80 }
+}
+
+/// `text` in lines of at most `width` characters, broken between words (a word longer than
+/// the width stands alone).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// What the agent shows and asks in the shell.
@@ -1156,6 +1197,14 @@ mod tests {
         for line in ["/mcp list", "/mcp  path", "/mcp add --help", "/help", "explain /mcp add -e T=x", "a question"] {
             assert!(may_remember(line), "{line}");
         }
+    }
+
+    #[test]
+    fn help_text_wraps_between_words() {
+        let lines = wrap("browse MCP servers: health, tools, resources, templates, prompts", 20);
+        assert!(lines.iter().all(|l| l.chars().count() <= 20), "{lines:?}");
+        assert_eq!(lines.join(" "), "browse MCP servers: health, tools, resources, templates, prompts");
+        assert_eq!(wrap("averyveryverylongword x", 5), ["averyveryverylongword", "x"]);
     }
 
     #[test]
