@@ -47,7 +47,36 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
 
 /// `arguments` were read from what the user gave before the server was reached
 /// (`args::prompt_arguments`).
+/// Names, on stderr, the required arguments of `name` that `arguments` lacks, from the
+/// server's listing (when it lists prompts); the request goes out all the same.
+fn warn_missing(session: &Session, name: &str, arguments: Option<&Value>) {
+    let Ok(listing) = catalog::list(session, Kind::Prompts) else { return };
+    let Some(prompt) = listing.items.iter().find(|p| p.get("name").and_then(Value::as_str) == Some(name)) else {
+        return;
+    };
+    let given = |key: &str| arguments.and_then(|a| a.get(key)).is_some();
+    let missing: Vec<&str> = prompt
+        .get("arguments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a.get("required").and_then(Value::as_bool) == Some(true))
+        .filter_map(|a| a.get("name").and_then(Value::as_str))
+        .filter(|key| !given(key))
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "nod: warning: server {}: prompt {}: missing required argument{} {} (sent anyway: the server decides; --arg NAME=VALUE gives one)",
+            session.name,
+            crate::util::one_line(name),
+            if missing.len() == 1 { "" } else { "s" },
+            missing.iter().map(|m| crate::util::one_line(m)).collect::<Vec<_>>().join(", ")
+        );
+    }
+}
+
 pub fn get(session: &Session, name: &str, arguments: Option<Value>, ctx: &Context) -> anyhow::Result<Exit> {
+    warn_missing(session, name, arguments.as_ref());
     let result = query::get_prompt(session, name, arguments)?;
     if ctx.options.json {
         print_json(&result)?;

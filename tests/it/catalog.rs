@@ -176,3 +176,13 @@ fn output_dash_writes_the_blob_to_a_piped_stdout() {
     assert_eq!(out.stdout, BLOB, "{}", out.dump());
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_prompt_without_its_required_argument_is_named_before_it_is_asked_for() {
+    let env = crate::support::Env::new();
+    env.fixture(&[], serde_json::json!({}));
+    let out = env.nod(["mcp", "prompt", "get", "fx", "greet"]).run();
+    out.stderr_has("warning: server fx: prompt greet: missing required argument name");
+    let out = env.nod(["mcp", "prompt", "get", "fx", "greet", "--arg", "name=Ada"]).run();
+    out.code(0).stderr_lacks("missing required");
+}
