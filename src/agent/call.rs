@@ -268,6 +268,41 @@ impl Agent {
         }
     }
 
+    /// `skill {name, file?}`: the skill's instructions (or one bundled file), marked as the
+    /// skill's text and where it came from; `allowed-tools` is shown, never obeyed.
+    pub(super) fn run_skill(&mut self, args: &Value, _calling: &mut Calling<'_>) -> Ran {
+        let name = text(args, "name");
+        let skills = self.options.skills.clone();
+        let Some(skill) = skills.usable().find(|s| s.name == name) else {
+            let hint = crate::cli::suggest::hint(&name, skills.usable().map(|s| s.name.as_str()));
+            return Ran::Done(Outcome::failed(builtin::SKILL, format!("Unknown skill: {name}{hint}")));
+        };
+        let cap = self.limits.tool_result;
+        let attributes = [("origin", skill.origin.as_str()), ("skill", skill.name.as_str())];
+        if let Some(file) = args.get("file").and_then(Value::as_str) {
+            return Ran::Done(match crate::config::skills::read_file(skill, file, cap) {
+                Ok(body) => {
+                    let mut attributes = attributes.to_vec();
+                    attributes.push(("file", file));
+                    Outcome::Ok(self.marker.marked(Source::Skill, &attributes, &body, cap, builtin::SKILL))
+                }
+                Err(why) => Outcome::failed(builtin::SKILL, why),
+            });
+        }
+        let mut body = skill.body.clone();
+        if !skill.files.is_empty() {
+            body.push_str(&format!(
+                "\n\nBundled files (load one with skill {{\"name\": \"{}\", \"file\": ...}}): {}",
+                skill.name,
+                skill.files.join(", ")
+            ));
+        }
+        if let Some(allowed) = skill.front.get("allowed-tools") {
+            body.push_str(&format!("\n\nallowed-tools (informational: nod's permissions decide): {allowed}"));
+        }
+        Ran::Done(Outcome::Ok(self.marker.marked(Source::Skill, &attributes, &body, cap, builtin::SKILL)))
+    }
+
     pub(super) fn run_subagent(&mut self, args: &Value, calling: &mut Calling<'_>) -> Ran {
         self.start_servers(calling.surface);
         let call = ToolCall { id: String::new(), name: builtin::SUBAGENT.into(), arguments: args.to_string() };

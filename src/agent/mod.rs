@@ -178,6 +178,8 @@ pub struct Options {
     pub report_servers: bool,
     /// The configured secrets, redacted from everything that reaches the model.
     pub redactor: crate::util::Redactor,
+    /// The installed skills (user skills and approved project skills are offered).
+    pub skills: Arc<crate::config::skills::Skills>,
 }
 
 impl Default for Options {
@@ -188,6 +190,7 @@ impl Default for Options {
             first_call_tool_choice_none: false,
             report_servers: true,
             redactor: crate::util::Redactor::default(),
+            skills: Arc::default(),
         }
     }
 }

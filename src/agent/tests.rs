@@ -230,9 +230,9 @@ fn a_subagent_is_offered_the_built_ins_of_its_row_and_a_parent_all_of_them() {
     let mut agent = agent(&script, json!({}), 50);
     agent.turn("hi", &mut Seen::default(), &Trigger::default());
     let (_, tools) = &script.requests()[0];
-    assert_eq!(tools, &["capability_search", "mcp_select_tool", "mcp_read_resource", "subagent"]);
+    assert_eq!(tools, &["capability_search", "mcp_select_tool", "mcp_read_resource", "skill", "subagent"]);
     let offered: Vec<&str> = super::builtin::offered(true).map(|b| b.name).collect();
-    assert_eq!(offered, ["capability_search", "mcp_select_tool", "mcp_read_resource"]);
+    assert_eq!(offered, ["capability_search", "mcp_select_tool", "mcp_read_resource", "skill"]);
 }
 
 #[test]

@@ -19,6 +19,8 @@ pub enum Source {
     Mcp,
     Subagent,
     Stdin,
+    /// An installed skill (its `origin` attribute says user or project).
+    Skill,
 }
 
 impl Source {
@@ -27,6 +29,7 @@ impl Source {
             Source::Mcp => "mcp",
             Source::Subagent => "subagent",
             Source::Stdin => "stdin",
+            Source::Skill => "skill",
         }
     }
 }

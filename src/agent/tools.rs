@@ -25,12 +25,19 @@ pub const BUDGET_NOTICE: &str =
 /// budget ran out.
 pub fn capability_search(agent: &mut Agent, query: &str, server: Option<&str>) -> (Outcome, Option<&'static str>) {
     let names = agent.reach.servers(&agent.runtime);
-    if names.is_empty() {
+    let skills = if server.is_none() { matching_skills(agent, &search::tokens(query)) } else { Vec::new() };
+    if names.is_empty() && agent.options.skills.usable().next().is_none() {
         return (Outcome::failed(SEARCH, "No MCP servers are configured."), None);
     }
     let (runtime, limits, marker) = (agent.runtime.clone(), agent.limits, agent.marker.clone());
-    let mut doc = json!({ "skills": [], "mcp_tools": [], "counts": { "skills": 0, "mcp_tools": 0 }, "total_matches": 0,
-        "mcp_more_available": false, "mcp_next_cursor": null });
+    let mut doc = json!({ "skills": skills, "mcp_tools": [], "counts": { "skills": skills.len(), "mcp_tools": 0 },
+        "total_matches": 0, "mcp_more_available": false, "mcp_next_cursor": null });
+    if names.is_empty() {
+        if skills.is_empty() {
+            doc["state"] = json!("no_match");
+        }
+        return (Outcome::Ok(doc.to_string()), None);
+    }
     if let Some(server) = server
         && !names.iter().any(|n| n == server)
     {
@@ -122,6 +129,37 @@ pub fn capability_search(agent: &mut Agent, query: &str, server: Option<&str>) -
         content.push_str(notice);
     }
     (Outcome::Ok(content), notice)
+}
+
+/// The most skills one search lists.
+pub const MAX_SKILLS: usize = 10;
+
+/// The usable skills that match `tokens`, best first: scored like tools (a name hit 3, a
+/// description hit 2), cleaned like every other outside text.
+fn matching_skills(agent: &Agent, tokens: &[String]) -> Vec<Value> {
+    let mut found: Vec<(u32, &crate::config::skills::Skill)> = agent
+        .options
+        .skills
+        .usable()
+        .map(|skill| {
+            let (name, description) = (skill.name.to_ascii_lowercase(), skill.description.to_ascii_lowercase());
+            let score = tokens
+                .iter()
+                .map(|t| 3 * u32::from(name.contains(t.as_str())) + 2 * u32::from(description.contains(t.as_str())))
+                .sum();
+            (score, skill)
+        })
+        .filter(|(score, _)| *score > 0)
+        .collect();
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    found
+        .into_iter()
+        .take(MAX_SKILLS)
+        .map(|(_, skill)| {
+            json!({ "name": skill.name, "origin": skill.origin.as_str(),
+                "description": agent.marker.plain(&skill.description, 1024), "load": "skill" })
+        })
+        .collect()
 }
 
 /// The resources of the ready servers (or of `server`) that match, cleaned like every other

@@ -123,12 +123,25 @@ pub fn prepare(
         Surface::Ask { max_steps, system, .. } => (*max_steps, system.map(str::to_string)),
         _ => (None, None),
     };
+    let skills = match surface {
+        Surface::Permissions => Default::default(),
+        _ => {
+            let choices = config::settings::path()
+                .ok()
+                .and_then(|p| config::settings::choices(&p, &workspace).ok())
+                .unwrap_or_default();
+            let skills = config::skills::load(&config::home()?, &workspace, &choices);
+            issues.extend(skills.issues.iter().cloned());
+            std::sync::Arc::new(skills)
+        }
+    };
     let options = Options {
         max_steps: max_steps(flag_steps, env, &settings, defaults.max_steps)?,
         system,
         first_call_tool_choice_none: settings.first_call_tool_choice_none,
         report_servers: defaults.report_servers,
         redactor: redactor.clone(),
+        skills,
     };
     Ok(Setup { loaded, settings, provider, policy: Arc::new(Policy::new(mode, rules)), limits, options, issues })
 }

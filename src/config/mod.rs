@@ -8,6 +8,7 @@ pub mod profile;
 pub(crate) mod project;
 mod server;
 pub(crate) mod settings;
+pub mod skills;
 mod url;
 pub(crate) mod write;
 

@@ -40,7 +40,10 @@ fn a_question_is_answered_through_search_an_auto_loaded_tool_and_its_result() {
     out.code(0).within(30.0).stdout_has("The server said forty-two.").stderr_has("● mcp_fx_echo");
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
-    assert_eq!(tool_names(&requests[0]), ["capability_search", "mcp_select_tool", "mcp_read_resource", "subagent"]);
+    assert_eq!(
+        tool_names(&requests[0]),
+        ["capability_search", "mcp_select_tool", "mcp_read_resource", "skill", "subagent"]
+    );
     assert!(
         tool_names(&requests[1]).contains(&"mcp_fx_echo".to_string()),
         "auto-loaded: {:?}",
@@ -346,7 +349,7 @@ fn many_tools_stay_out_of_the_request_and_a_search_is_bounded() {
     let out = ask(&env, &model, &["--context-limit", "mcp_search_result_bytes=2000", "find"]).run();
     out.code(0).within(60.0);
     let requests = model.requests();
-    assert_eq!(tool_names(&requests[0]).len(), 4, "only the built-ins before a search");
+    assert_eq!(tool_names(&requests[0]).len(), 5, "only the built-ins before a search");
     let found = &tool_messages(&requests[1])[0].1;
     let doc: Value = serde_json::from_str(found.lines().next().unwrap()).unwrap();
     assert!(found.lines().next().unwrap().len() <= 2000, "{} bytes", found.len());

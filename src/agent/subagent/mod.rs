@@ -386,6 +386,8 @@ impl Agent {
             first_call_tool_choice_none: false,
             report_servers: false,
             redactor: self.options.redactor.clone(),
+            // Subagents see the skills their parent sees.
+            skills: self.options.skills.clone(),
         };
         let policy = Arc::new(Policy::child(&self.policy));
         let mut agent = Agent::new(Some(provider), view.runtime.clone(), never(), policy, self.limits, options);
