@@ -50,7 +50,7 @@ fn resource_target(args: &Value) -> String {
 pub static BUILTINS: [Builtin; 5] = [
     Builtin {
         name: SEARCH,
-        description: "Find configured MCP tools (and resources) for a described capability. Optionally restrict to one exact MCP server name. Matching tool schemas are loaded automatically within the schema budget and become callable on the next step; call them by the names returned, or use mcp_select_tool. A no-match is only for this query. Do not guess tool names.",
+        description: "Find installed skills and configured MCP tools (and resources) for a described capability; load a skill with the skill tool. Optionally restrict to one exact MCP server name. Matching tool schemas are loaded automatically within the schema budget and become callable on the next step; call them by the names returned, or use mcp_select_tool. A no-match is only for this query. Do not guess tool names.",
         parameters: || {
             json!({ "type": "object", "properties": {
                 "query": { "type": "string", "minLength": 1, "maxLength": 256, "description": "What you need, in a few words." },

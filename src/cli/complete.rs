@@ -247,7 +247,7 @@ mod tests {
         let mut names = Names { servers: vec!["fx".into(), "files".into()], ..Names::default() };
         names.tools.insert("fx".into(), vec!["echo".into(), "add".into()]);
         let c = |line: &str| names_of(candidates(&words(line), &names));
-        assert_eq!(c(""), ["mcp", "ask", "acp", "permissions", "status", "doctor", "completions", "help"]);
+        assert_eq!(c(""), ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "completions", "help"]);
         assert!(c("ask --pr").contains(&"--prompt-permissions".to_string()));
         assert_eq!(c("mcp to"), ["tool"]);
         assert_eq!(c("mcp tool "), ["list", "show", "call"]);

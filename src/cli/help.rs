@@ -543,6 +543,18 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        path: "skills",
+        usage: &["nod skills [list] [--json]", "nod skills show <name>", "nod skills trust approve|reject <name>"],
+        about: "Agent Skills: folders holding a SKILL.md (YAML front matter with name and description, then Markdown instructions) that the model finds with capability_search and loads with its skill tool. User skills are in $NOD_HOME/skills/<name>; project skills in the workspace's .nod/skills and .agents/skills, pending until approved (a changed skill is pending again); a user skill wins over a project skill of the same name. list shows each with its origin, state and description, and the problems of those that cannot be read; show prints one; trust approve|reject records the choice for this workspace. A skill never grants permissions: its allowed-tools is shown, not obeyed.",
+        flags: &["json"],
+        args: &[],
+        examples: &[
+            ("nod skills", "The skills, their origin and state."),
+            ("nod skills show pdf-tools", "One skill's instructions and files."),
+            ("nod skills trust approve release-notes", "Let the model use a project skill."),
+        ],
+    },
+    Command {
         path: "completions",
         usage: &["nod completions bash|zsh|fish"],
         about: "Print a completion script for the shell. It completes commands and flags, server names from the profile, and tool and prompt names that earlier listings (tool list, tool call, prompt list, list --connect) saved in $NOD_HOME/completion.json; nothing connects to a server while you complete.",
@@ -697,7 +709,10 @@ mod tests {
 
     #[test]
     fn paths_and_groups() {
-        assert_eq!(next_words(""), ["mcp", "ask", "acp", "permissions", "status", "doctor", "completions", "help"]);
+        assert_eq!(
+            next_words(""),
+            ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "completions", "help"]
+        );
         assert_eq!(next_words("mcp tool"), ["list", "show", "call"]);
         assert_eq!(page(&["mcp", "tool"]), Some(Page::Command("mcp tool")));
         assert_eq!(page(&["mcp", "tool", "call"]), Some(Page::Command("mcp tool call")));

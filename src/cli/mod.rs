@@ -43,6 +43,11 @@ pub enum Command {
     Doctor {
         json: bool,
     },
+    /// `nod skills list|show|trust ...`.
+    Skills {
+        action: Skills,
+        json: bool,
+    },
     /// `nod completions bash|zsh|fish`.
     Completions(complete::Shell),
     /// `nod __complete WORD...`: the candidates for the last word, for the completion
@@ -166,6 +171,15 @@ impl Mcp {
     pub fn carries_secret(&self) -> bool {
         matches!(self, Mcp::Add(_) | Mcp::AddJson { .. })
     }
+}
+
+/// `nod skills ...`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Skills {
+    List,
+    Show(String),
+    Approve(String),
+    Reject(String),
 }
 
 /// `nod mcp trust ...`.

@@ -72,6 +72,32 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                     }
                     Ok(if cmd == "status" { Command::Status { json } } else { Command::Doctor { json } })
                 }
+                "skills" => {
+                    let page = Page::Command("skills");
+                    let (mut json, mut words) = (false, Vec::new());
+                    while let Some(arg) = parser.next().map_err(lex(page))? {
+                        match arg {
+                            Long("json") => json = true,
+                            Short('h') | Long("help") => return Ok(Command::Help(page)),
+                            Value(word) => words.push(word.into_string().map_err(|_| usage(page, "not valid UTF-8"))?),
+                            other => return Err(unknown_option(page, other, &["json", "help"], "nod skills")),
+                        }
+                    }
+                    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                    let action = match words.as_slice() {
+                        ["list"] | [] => super::Skills::List,
+                        ["show", name] => super::Skills::Show(name.to_string()),
+                        ["trust", "approve", name] => super::Skills::Approve(name.to_string()),
+                        ["trust", "reject", name] => super::Skills::Reject(name.to_string()),
+                        _ => {
+                            return Err(usage(
+                                page,
+                                "usage: nod skills list | show <name> | trust approve <name> | trust reject <name>",
+                            ));
+                        }
+                    };
+                    Ok(Command::Skills { action, json })
+                }
                 "completions" => {
                     let page = Page::Command("completions");
                     let mut shell = None;

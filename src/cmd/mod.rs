@@ -23,6 +23,7 @@ mod render;
 mod resource;
 mod setup;
 mod shell;
+mod skills;
 mod status;
 mod tool;
 mod trust;
@@ -75,7 +76,9 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
             );
             (options.json, mcp.server().map(str::to_string), if edits { Kind::Config } else { Kind::Connection })
         }
-        Command::Status { json } | Command::Doctor { json } => (*json, None, Kind::Config),
+        Command::Status { json } | Command::Doctor { json } | Command::Skills { json, .. } => {
+            (*json, None, Kind::Config)
+        }
         _ => (false, None, Kind::Usage),
     };
     let result = match command {
@@ -94,6 +97,7 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
         Command::Permissions { globals, json } => permissions(&globals, json),
         Command::Status { json } => status::status(json),
         Command::Doctor { json } => status::doctor(json),
+        Command::Skills { action, json } => skills::run(action, json),
     };
     finish(result, json, server.as_deref(), fallback, ctx)
 }

@@ -385,3 +385,27 @@ fn skills_are_found_beside_tools_loaded_by_name_and_project_ones_wait_for_approv
     assert!(results[3].1.contains("Unknown skill: notes"), "{}", results[3].1);
     assert!(results[4].1.contains("has no file"), "nothing outside the folder: {}", results[4].1);
 }
+
+#[test]
+fn nod_skills_lists_shows_and_approves_a_project_skill_and_a_change_makes_it_pending_again() {
+    let env = Env::new();
+    write_skill(&env.path("skills"), "pdf-tools", "name: pdf-tools\ndescription: Fill PDF forms.", "Steps.");
+    let project = env.path(".nod/skills");
+    write_skill(&project, "notes", "name: notes\ndescription: Keep notes.", "Project text.");
+    let out = env.nod(["skills"]).run();
+    out.code(0)
+        .stdout_has("2 skills")
+        .stdout_line_has(&["pdf-tools", "user", "ready"])
+        .stdout_line_has(&["notes", "project", "pending"]);
+    env.nod(["skills", "trust", "approve", "notes"]).run().code(0).stdout_has("approved project skill notes");
+    let listed = env.nod(["skills", "--json"]).run();
+    let skills = listed.json()["skills"].clone();
+    assert_eq!(skills[1]["state"], "ready", "{skills}");
+    env.nod(["skills", "show", "notes"]).run().code(0).stdout_has("Project text.");
+    // A changed skill is pending again.
+    std::fs::write(project.join("notes/SKILL.md"), "---\nname: notes\ndescription: Keep notes.\n---\nChanged.")
+        .unwrap();
+    env.nod(["skills"]).run().code(0).stdout_line_has(&["notes", "project", "changed"]);
+    env.nod(["skills", "trust", "approve", "pdf-tools"]).run().code(2).stderr_has("needs no approval");
+    env.nod(["skills", "show", "pdf-tool"]).run().code(2).stderr_has("did you mean pdf-tools");
+}

@@ -370,6 +370,17 @@ impl Output {
         self
     }
 
+    /// Some line of stdout contains every one of `needles`.
+    pub fn stdout_line_has(&self, needles: &[&str]) -> &Output {
+        let text = self.text();
+        assert!(
+            text.lines().any(|l| needles.iter().all(|n| l.contains(n))),
+            "no stdout line has all of {needles:?}\n{}",
+            self.dump()
+        );
+        self
+    }
+
     /// Some line of stderr contains every one of `needles`.
     pub fn stderr_line_has(&self, needles: &[&str]) -> &Output {
         assert!(
