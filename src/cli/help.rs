@@ -544,8 +544,14 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "skills",
-        usage: &["nod skills [list] [--json]", "nod skills show <name>", "nod skills trust approve|reject <name>"],
-        about: "Agent Skills: folders holding a SKILL.md (YAML front matter with name and description, then Markdown instructions) that the model finds with capability_search and loads with its skill tool. User skills are in $NOD_HOME/skills/<name>; project skills in the workspace's .nod/skills and .agents/skills, pending until approved (a changed skill is pending again); a user skill wins over a project skill of the same name. list shows each with its origin, state and description, and the problems of those that cannot be read; show prints one; trust approve|reject records the choice for this workspace. A skill never grants permissions: its allowed-tools is shown, not obeyed.",
+        usage: &[
+            "nod skills [list] [--json]",
+            "nod skills show <name>",
+            "nod skills add <folder>",
+            "nod skills remove <name>",
+            "nod skills trust approve|reject <name>",
+        ],
+        about: "Agent Skills: folders holding a SKILL.md (YAML front matter with name and description, then Markdown instructions) that the model finds with capability_search and loads with its skill tool. User skills are in $NOD_HOME/skills/<name>; project skills in the workspace's .nod/skills and .agents/skills, pending until approved (a changed skill is pending again); a user skill wins over a project skill of the same name. list shows each with its origin, state and description, and the problems of those that cannot be read; show prints one; add copies a local skill folder into the user's skills once it reads as a skill (and says what it installed); remove deletes a user skill; trust approve|reject records the choice for this workspace. A skill never grants permissions: its allowed-tools is shown, not obeyed.",
         flags: &["json"],
         args: &[],
         examples: &[

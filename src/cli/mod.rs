@@ -178,6 +178,9 @@ impl Mcp {
 pub enum Skills {
     List,
     Show(String),
+    /// Copy a local skill folder into the user's skills.
+    Add(std::path::PathBuf),
+    Remove(String),
     Approve(String),
     Reject(String),
 }

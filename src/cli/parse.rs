@@ -87,12 +87,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                     let action = match words.as_slice() {
                         ["list"] | [] => super::Skills::List,
                         ["show", name] => super::Skills::Show(name.to_string()),
+                        ["add", path] => super::Skills::Add(path.into()),
+                        ["remove", name] => super::Skills::Remove(name.to_string()),
                         ["trust", "approve", name] => super::Skills::Approve(name.to_string()),
                         ["trust", "reject", name] => super::Skills::Reject(name.to_string()),
                         _ => {
                             return Err(usage(
                                 page,
-                                "usage: nod skills list | show <name> | trust approve <name> | trust reject <name>",
+                                "usage: nod skills list | show <name> | add <folder> | remove <name> | trust approve|reject <name>",
                             ));
                         }
                     };

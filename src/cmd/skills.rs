@@ -11,15 +11,24 @@ use crate::config::settings::Choice;
 use crate::config::{self, skills};
 use crate::util::terminal_safe;
 
-pub fn run(action: Action, json: bool) -> anyhow::Result<Exit> {
+/// The skills of the user and of the current workspace, with their recorded trust.
+pub fn installed() -> anyhow::Result<skills::Skills> {
     let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
     let settings = config::settings::path()?;
     let choices = config::settings::choices(&settings, &workspace).unwrap_or_default();
-    let found = skills::load(&config::home()?, &workspace, &choices);
+    Ok(skills::load(&config::home()?, &workspace, &choices))
+}
+
+pub fn run(action: Action, json: bool) -> anyhow::Result<Exit> {
+    let workspace = config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let settings = config::settings::path()?;
+    let found = installed()?;
     let approve = matches!(action, Action::Approve(_));
     match action {
         Action::List => list(&found, json),
         Action::Show(name) => show(&found, &name, json),
+        Action::Add(folder) => add(&folder, json),
+        Action::Remove(name) => remove(&found, &name, json),
         Action::Approve(name) | Action::Reject(name) => {
             let skill = project_skill(&found, &name)?;
             let choice = Choice { approved: approve, fingerprint: skill.fingerprint.clone() };
@@ -106,5 +115,72 @@ fn project_skill<'a>(found: &'a skills::Skills, name: &str) -> anyhow::Result<&'
         Some(skill) if skill.origin == skills::Origin::Project => Ok(skill),
         Some(_) => Err(fail(Kind::Usage, format!("{name} is a user skill: it needs no approval"))),
         None => Err(fail(Kind::NotFound, format!("no project skill named {name} in this workspace; see nod skills"))),
+    }
+}
+
+/// Copies a skill folder into `$NOD_HOME/skills/<name>` once it reads as a skill: files and
+/// folders only (a symlink is refused), within the same bounds as reading.
+fn add(folder: &std::path::Path, json: bool) -> anyhow::Result<Exit> {
+    let skill = skills::read_skill(folder, skills::Origin::User).map_err(|why| {
+        fail(Kind::Usage, format!("{}: {why} (nothing was installed)", folder.join("SKILL.md").display()))
+    })?;
+    let target = config::home()?.join("skills").join(&skill.name);
+    let replaced = target.exists();
+    let staging = target.with_extension(format!("installing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging)?;
+    let copied = (|| -> anyhow::Result<()> {
+        std::fs::copy(folder.join("SKILL.md"), staging.join("SKILL.md"))?;
+        for file in &skill.files {
+            let to = staging.join(file);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::copy(folder.join(file), to)?;
+        }
+        if replaced {
+            std::fs::remove_dir_all(&target)?;
+        }
+        std::fs::rename(&staging, &target)?;
+        Ok(())
+    })();
+    if let Err(err) = copied {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(err.context(format!("cannot install skill {} (nothing was installed)", skill.name)));
+    }
+    let verb = if replaced { "replaced" } else { "installed" };
+    if json {
+        print_json(&json!({ "skill": skill.name, "change": verb, "path": target, "files": skill.files }))?;
+    } else {
+        print(&format!(
+            "{verb} skill {} in {} ({} bundled file{})\n",
+            skill.name,
+            target.display(),
+            skill.files.len(),
+            if skill.files.len() == 1 { "" } else { "s" }
+        ))?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// Deletes a user skill's folder.
+fn remove(found: &skills::Skills, name: &str, json: bool) -> anyhow::Result<Exit> {
+    match found.find(name) {
+        Some(skill) if skill.origin == skills::Origin::User => {
+            std::fs::remove_dir_all(&skill.dir)?;
+            if json {
+                print_json(&json!({ "skill": name, "change": "removed" }))?;
+            } else {
+                print(&format!("removed skill {name} from {}\n", skill.dir.display()))?;
+            }
+            Ok(Exit::Ok)
+        }
+        Some(_) => {
+            Err(fail(Kind::Usage, format!("{name} is a project skill: nod skills trust reject {name} turns it off")))
+        }
+        None => {
+            let hint = crate::cli::suggest::hint(name, found.skills.iter().map(|s| s.name.as_str()));
+            Err(fail(Kind::NotFound, format!("no skill named {name}{hint}")))
+        }
     }
 }

@@ -108,6 +108,14 @@ pub fn status(json: bool) -> anyhow::Result<Exit> {
         (_, _, Some(problem)) => out.push_str(&format!("model: none ({problem})\n")),
         _ => out.push_str("model: none\n"),
     }
+    if let Ok(found) = super::skills::installed() {
+        let ready = found.usable().count();
+        out.push_str(&format!(
+            "skills: {} ({ready} offered to the model, {} with problems; nod skills)\n",
+            found.skills.len(),
+            found.issues.len()
+        ));
+    }
     for issue in &loaded.issues {
         out.push_str(&format!("{issue}\n"));
     }
@@ -212,6 +220,22 @@ pub fn doctor(json: bool) -> anyhow::Result<Exit> {
             }
         };
         findings.push(Finding { problem, message, fix: format!("nod mcp trust approve {}", entry.name) });
+    }
+    if let Ok(found) = super::skills::installed() {
+        for issue in &found.issues {
+            findings.push(Finding {
+                problem: true,
+                message: format!("skill {issue}"),
+                fix: "fix the SKILL.md as the message says; nod skills lists the skills".into(),
+            });
+        }
+        for skill in found.skills.iter().filter(|s| s.trust != Trust::Approved) {
+            findings.push(Finding {
+                problem: false,
+                message: format!("project skill {} is {}", skill.name, skill.trust.as_str()),
+                fix: format!("nod skills trust approve {}", skill.name),
+            });
+        }
     }
     let side = model_side();
     if let Some(problem) = &side.problem {

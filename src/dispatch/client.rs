@@ -102,6 +102,27 @@ impl PendingCall {
     }
 }
 
+impl PendingCall {
+    /// `wait`, up to `deadline`: `None` when no answer came by then (the call stays open).
+    pub fn wait_until(
+        &self,
+        deadline: std::time::Instant,
+        mut on_progress: impl FnMut(&super::Progress),
+    ) -> Option<Result<Value, CallError>> {
+        loop {
+            select! {
+                recv(self.updates) -> update => match update {
+                    Ok(CallUpdate::Progress(p)) => on_progress(&p),
+                    Ok(CallUpdate::Done(result)) => return Some(result),
+                    Err(_) => return Some(Err(stopped())),
+                },
+                recv(self.gone) -> _ => return Some(Err(stopped())),
+                recv(crossbeam_channel::at(deadline)) -> _ => return None,
+            }
+        }
+    }
+}
+
 fn stopped() -> CallError {
     CallError::Cancelled("nod is shutting down".into())
 }

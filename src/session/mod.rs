@@ -161,6 +161,11 @@ impl Call {
         self.pending.updates()
     }
 
+    /// The engine's call underneath (for a bounded wait that also ends at shutdown).
+    pub(crate) fn pending_call(&self) -> &PendingCall {
+        &self.pending
+    }
+
     pub fn gone(&self) -> &crossbeam_channel::Receiver<()> {
         self.pending.gone()
     }

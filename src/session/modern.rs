@@ -142,17 +142,14 @@ impl Session {
     fn wait_for(&self, mut call: Call, limit: Duration) -> Result<Result<Value, CallError>, Box<Call>> {
         let until = Instant::now() + limit;
         loop {
-            match call.updates().recv_deadline(until) {
-                Ok(crate::dispatch::CallUpdate::Done(result)) => {
+            // The engine's shutdown ends the wait too (a start cut short at exit).
+            match call.pending_call().wait_until(until, |_| {}) {
+                Some(result) => {
                     if let Some(result) = self.settle(&mut call, result) {
                         return Ok(result);
                     }
                 }
-                Ok(crate::dispatch::CallUpdate::Progress(_)) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => return Err(Box::new(call)),
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    return Ok(Err(CallError::Cancelled("nod is shutting down".into())));
-                }
+                None => return Err(Box::new(call)),
             }
         }
     }

@@ -409,3 +409,44 @@ fn nod_skills_lists_shows_and_approves_a_project_skill_and_a_change_makes_it_pen
     env.nod(["skills", "trust", "approve", "pdf-tools"]).run().code(2).stderr_has("needs no approval");
     env.nod(["skills", "show", "pdf-tool"]).run().code(2).stderr_has("did you mean pdf-tools");
 }
+
+#[test]
+fn nod_skills_add_installs_a_valid_folder_and_remove_deletes_it() {
+    let env = Env::new();
+    let source = env.path("src-skills");
+    write_skill(&source, "release-notes", "name: release-notes\ndescription: Write release notes.", "Steps.");
+    std::fs::create_dir_all(source.join("release-notes/assets")).unwrap();
+    std::fs::write(source.join("release-notes/assets/template.md"), "T").unwrap();
+    write_skill(&source, "bad", "name: other\ndescription: x", "");
+    let folder = source.join("release-notes").display().to_string();
+    env.nod(["skills", "add", &folder])
+        .run()
+        .code(0)
+        .stdout_has("installed skill release-notes")
+        .stdout_has("1 bundled file");
+    assert!(env.path("skills/release-notes/assets/template.md").exists());
+    let bad = source.join("bad").display().to_string();
+    env.nod(["skills", "add", &bad]).run().code(2).stderr_has("nothing was installed");
+    assert!(!env.path("skills/other").exists() && !env.path("skills/bad").exists());
+    env.nod(["skills", "remove", "release-notes"]).run().code(0).stdout_has("removed skill release-notes");
+    assert!(!env.path("skills/release-notes").exists());
+}
+
+#[test]
+fn status_doctor_and_the_shell_report_skills() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    write_skill(&env.path("skills"), "pdf-tools", "name: pdf-tools\ndescription: Fill PDF forms.", "Steps.");
+    write_skill(&env.path("skills"), "broken", "name: broken", "");
+    env.nod(["status"]).run().code(0).stdout_has("skills: 1 (1 offered to the model, 1 with problems; nod skills)");
+    env.nod(["doctor"]).run().stdout_has("problem: skill").stdout_has("has no description");
+    let model = Model::start(vec![]);
+    let out = env
+        .nod(Vec::<String>::new())
+        .env("NOD_BASE_URL", model.url())
+        .env("NOD_MODEL", "fake-model")
+        .stdin("/skills\n")
+        .timeout(60)
+        .run();
+    out.stdout_line_has(&["pdf-tools", "user", "ready"]);
+}

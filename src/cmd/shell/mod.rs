@@ -348,6 +348,11 @@ impl<'a> Shell<'a> {
             "/permissions" => self.permissions(rest),
             "/status" => self.status(),
             "/mcp" => self.mcp(rest),
+            "/skills" => {
+                if super::skills::run(crate::cli::Skills::List, false).is_err() {
+                    self.failed = true;
+                }
+            }
             other => {
                 self.failed = true;
                 eprintln!("unknown command {} · type /help", terminal_safe(other));
@@ -959,6 +964,7 @@ const COMMANDS: &[(&str, &str)] = &[
         "list, resource, prompt, tool, add, remove, path, reload, auth, logout, trust: as nod mcp <command>",
     ),
     ("/permissions [mode]", "the permission mode and rules; ask, full-access or reset for this session"),
+    ("/skills", "the installed skills, their origin and state (nod skills for more)"),
     ("/status", "model, endpoint, workspace, permissions, MCP servers, tokens"),
     ("/model [id]", "the model, or use another for this session"),
     ("/new", "a fresh conversation (also /clear); MCP servers stay"),
