@@ -166,7 +166,9 @@ pub fn read_skill(dir: &Path, origin: Origin) -> Result<Skill, String> {
     if description.chars().count() > MAX_DESCRIPTION {
         return Err(format!("the description is over {MAX_DESCRIPTION} characters; shorten it"));
     }
-    let (files, fingerprint) = files_and_fingerprint(dir, &text);
+    // Only a project skill's trust needs the fingerprint (hashing every file of every user
+    // skill at each start would cost for nothing).
+    let (files, fingerprint) = files_and_fingerprint(dir, &text, origin == Origin::Project);
     let trust = Trust::Approved;
     Ok(Skill { name, description, origin, dir: dir.to_path_buf(), front, body, files, fingerprint, trust })
 }
@@ -230,7 +232,7 @@ fn to_json(yaml: &yaml_rust2::Yaml) -> Value {
 
 /// The folder's files (bounded, no symlinks followed) and a fingerprint over each file's path
 /// and content, `SKILL.md` included.
-fn files_and_fingerprint(dir: &Path, skill_md: &str) -> (Vec<String>, String) {
+fn files_and_fingerprint(dir: &Path, skill_md: &str, fingerprint: bool) -> (Vec<String>, String) {
     let mut files = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((folder, depth)) = stack.pop() {
@@ -248,6 +250,9 @@ fn files_and_fingerprint(dir: &Path, skill_md: &str) -> (Vec<String>, String) {
         }
     }
     files.sort();
+    if !fingerprint {
+        return (files, String::new());
+    }
     let mut hashed = Vec::with_capacity(skill_md.len());
     hashed.extend_from_slice(b"SKILL.md\0");
     hashed.extend_from_slice(skill_md.as_bytes());
