@@ -18,8 +18,8 @@
 //! - `net` builds ureq agents (one TLS and proxy setup) and holds the one SSE parser.
 //! - `jsonrpc` frames and decodes messages under the 8 MiB cap; `mcp` names methods and
 //!   revisions.
-//! - `config` reads the profile, project files and settings; problems are data, so one bad
-//!   entry never hides the rest.
+//! - `config` reads the profile, project files, settings and Agent Skills; problems are data,
+//!   so one bad entry never hides the rest.
 //! - `oauth` authorizes remote servers; the transport reaches it through a trait, and the
 //!   browser side belongs to the front end.
 
