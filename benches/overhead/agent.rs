@@ -190,6 +190,23 @@ fn search(bench: &Bench, quick: bool) {
     assert!(failed.is_empty(), "servers failed: {failed:?}");
     let env = |name: &str| (name == "NOD_BASE_URL").then(|| "http://127.0.0.1:9/v1".to_string());
     let provider = nod::provider::config::resolve(Some("bench"), &Default::default(), &env).expect("provider");
+    // 1,000 installed skills beside the 10,000 tools, as a search ranks them too.
+    let skills = Arc::new(nod::config::skills::Skills {
+        skills: (0..1000)
+            .map(|i| nod::config::skills::Skill {
+                name: format!("skill-{i}"),
+                description: format!("Skill {i}: writes reports about issues, files and messages in area {}.", i % 37),
+                origin: nod::config::skills::Origin::User,
+                dir: std::path::PathBuf::from("/nonexistent"),
+                front: Default::default(),
+                body: String::new(),
+                files: Vec::new(),
+                fingerprint: String::new(),
+                trust: nod::config::skills::Trust::Approved,
+            })
+            .collect(),
+        issues: Vec::new(),
+    });
     let new_agent = || {
         Agent::new(
             Some(std::sync::Arc::new(nod::provider::Provider::new(provider.clone()))),
@@ -197,7 +214,7 @@ fn search(bench: &Bench, quick: bool) {
             crossbeam_channel::never(),
             Arc::new(Policy::new(PermissionMode::FullAccess, Vec::new())),
             Default::default(),
-            Options::default(),
+            Options { skills: skills.clone(), ..Options::default() },
         )
     };
     let queries = ["search issues by label", "send a message to a user", "read the contents of a file", "zzz qqq"];
@@ -240,8 +257,8 @@ fn search(bench: &Bench, quick: bool) {
             timed()
         };
         println!(
-            "capability_search, 10,000 tools on 50 servers, {}: {:.2} ms (p90 {:.2}); indexing the 10,000 tools \
-             (once, as the servers start) {:.1} ms",
+            "capability_search, 10,000 tools on 50 servers and 1,000 skills, {}: {:.2} ms (p90 {:.2}); indexing the \
+             10,000 tools (once, as the servers start) {:.1} ms",
             mode.label(),
             median(searches.clone()),
             percentile(searches, 0.9),

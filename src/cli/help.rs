@@ -550,9 +550,11 @@ pub const COMMANDS: &[Command] = &[
             "nod skills add <folder>",
             "nod skills remove <name>",
             "nod skills trust approve|reject <name>",
+            "nod skills trust approve-all [--yes]",
+            "nod skills trust reset",
         ],
-        about: "Agent Skills: folders holding a SKILL.md (YAML front matter with name and description, then Markdown instructions) that the model finds with capability_search and loads with its skill tool. User skills are in $NOD_HOME/skills/<name>; project skills in the workspace's .nod/skills and .agents/skills, pending until approved (a changed skill is pending again); a user skill wins over a project skill of the same name. list shows each with its origin, state and description, and the problems of those that cannot be read; show prints one; add copies a local skill folder into the user's skills once it reads as a skill (and says what it installed); remove deletes a user skill; trust approve|reject records the choice for this workspace. A skill never grants permissions: its allowed-tools is shown, not obeyed.",
-        flags: &["json"],
+        about: "Agent Skills: folders holding a SKILL.md (YAML front matter with name and description, then Markdown instructions) that the model finds with capability_search and loads with its skill tool. User skills are in $NOD_HOME/skills/<name>; project skills in the workspace's .nod/skills and .agents/skills, pending until approved (a changed skill is pending again); a user skill wins over a project skill of the same name. list shows each with its origin, state and description, and the problems of those that cannot be read; show prints one; add copies a local skill folder into the user's skills once it reads as a skill (and says what it installed); remove deletes a user skill; trust approve|reject records the choice for this workspace; trust approve-all shows every pending or changed project skill and approves them with --yes; trust reset forgets the choices, so they are pending again. A skill never grants permissions: its allowed-tools is shown, not obeyed.",
+        flags: &["json", "yes"],
         args: &[],
         examples: &[
             ("nod skills", "The skills, their origin and state."),

@@ -183,6 +183,12 @@ pub enum Skills {
     Remove(String),
     Approve(String),
     Reject(String),
+    /// Every pending or changed project skill; `yes`: without it, only shown.
+    ApproveAll {
+        yes: bool,
+    },
+    /// Forget every choice about this workspace's project skills.
+    Reset,
 }
 
 /// `nod mcp trust ...`.

@@ -74,13 +74,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                 }
                 "skills" => {
                     let page = Page::Command("skills");
-                    let (mut json, mut words) = (false, Vec::new());
+                    let (mut json, mut yes, mut words) = (false, false, Vec::new());
                     while let Some(arg) = parser.next().map_err(lex(page))? {
                         match arg {
                             Long("json") => json = true,
+                            Short('y') | Long("yes") => yes = true,
                             Short('h') | Long("help") => return Ok(Command::Help(page)),
                             Value(word) => words.push(word.into_string().map_err(|_| usage(page, "not valid UTF-8"))?),
-                            other => return Err(unknown_option(page, other, &["json", "help"], "nod skills")),
+                            other => return Err(unknown_option(page, other, &["json", "yes", "help"], "nod skills")),
                         }
                     }
                     let words: Vec<&str> = words.iter().map(String::as_str).collect();
@@ -91,6 +92,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                         ["remove", name] => super::Skills::Remove(name.to_string()),
                         ["trust", "approve", name] => super::Skills::Approve(name.to_string()),
                         ["trust", "reject", name] => super::Skills::Reject(name.to_string()),
+                        ["trust", "approve-all"] => super::Skills::ApproveAll { yes },
+                        ["trust", "reset"] => super::Skills::Reset,
                         _ => {
                             return Err(usage(
                                 page,

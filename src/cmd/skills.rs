@@ -29,6 +29,55 @@ pub fn run(action: Action, json: bool) -> anyhow::Result<Exit> {
         Action::Show(name) => show(&found, &name, json),
         Action::Add(folder) => add(&folder, json),
         Action::Remove(name) => remove(&found, &name, json),
+        Action::ApproveAll { yes } => {
+            let waiting: Vec<&skills::Skill> = found.skills.iter().filter(|s| s.trust != Trust::Approved).collect();
+            if yes {
+                let changes: Vec<(String, Option<Choice>)> = waiting
+                    .iter()
+                    .map(|s| {
+                        (
+                            skills::trust_key(&s.name),
+                            Some(Choice { approved: true, fingerprint: s.fingerprint.clone() }),
+                        )
+                    })
+                    .collect();
+                config::settings::record(&settings, &workspace, false, &changes)?;
+            }
+            let names: Vec<&str> = waiting.iter().map(|s| s.name.as_str()).collect();
+            if json {
+                print_json(&json!({ "skills": names, "approved": yes }))?;
+            } else if names.is_empty() {
+                print("no project skill is waiting for approval\n")?;
+            } else if yes {
+                print(&format!("approved project skills {}\n", names.join(", ")))?;
+            } else {
+                let mut out = String::new();
+                for skill in &waiting {
+                    out.push_str(&format!("  {}  ({})  {}\n", skill.name, skill.trust.as_str(), skill.dir.display()));
+                }
+                out.push_str("nothing was approved; nod skills trust approve-all --yes approves them\n");
+                print(&out)?;
+            }
+            Ok(Exit::Ok)
+        }
+        Action::Reset => {
+            let changes: Vec<(String, Option<Choice>)> = found
+                .skills
+                .iter()
+                .filter(|s| s.origin == skills::Origin::Project)
+                .map(|s| (skills::trust_key(&s.name), None))
+                .collect();
+            config::settings::record(&settings, &workspace, false, &changes)?;
+            if json {
+                print_json(&json!({ "reset": changes.len() }))?;
+            } else {
+                print(&format!(
+                    "forgot the choices about {} project skill(s); they are pending again\n",
+                    changes.len()
+                ))?;
+            }
+            Ok(Exit::Ok)
+        }
         Action::Approve(name) | Action::Reject(name) => {
             let skill = project_skill(&found, &name)?;
             let choice = Choice { approved: approve, fingerprint: skill.fingerprint.clone() };

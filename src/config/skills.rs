@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::project::Trust;
+pub use super::project::Trust;
 use super::settings::Choice;
 
 /// The largest `SKILL.md` read.

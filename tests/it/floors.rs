@@ -450,3 +450,17 @@ fn status_doctor_and_the_shell_report_skills() {
         .run();
     out.stdout_line_has(&["pdf-tools", "user", "ready"]);
 }
+
+#[test]
+fn nod_skills_trust_approve_all_needs_yes_and_reset_makes_them_pending_again() {
+    let env = Env::new();
+    let project = env.path(".agents/skills");
+    write_skill(&project, "one", "name: one\ndescription: First.", "1");
+    write_skill(&project, "two", "name: two\ndescription: Second.", "2");
+    env.nod(["skills", "trust", "approve-all"]).run().code(0).stdout_has("nothing was approved");
+    env.nod(["skills"]).run().stdout_line_has(&["one", "pending"]);
+    env.nod(["skills", "trust", "approve-all", "--yes"]).run().code(0).stdout_has("approved project skills one, two");
+    env.nod(["skills"]).run().stdout_line_has(&["two", "ready"]);
+    env.nod(["skills", "trust", "reset"]).run().code(0).stdout_has("pending again");
+    env.nod(["skills"]).run().stdout_line_has(&["one", "pending"]);
+}
