@@ -93,6 +93,8 @@ pub struct Names {
     pub project: Vec<String>,
     pub tools: HashMap<String, Vec<String>>,
     pub prompts: HashMap<String, Vec<String>>,
+    /// Installed skills (the user's and this workspace's).
+    pub skills: Vec<String>,
 }
 
 /// The candidates for the last of `words` (the words after `nod`, the last one being the
@@ -135,6 +137,24 @@ pub fn candidates(words: &[String], names: &Names) -> Vec<(String, String)> {
         };
         let found: Vec<(String, String)> =
             flags.iter().map(|f| (format!("--{}", f.long), first_sentence(f.about))).collect();
+        return filter(found, current);
+    }
+    // `nod skills` takes its words itself: its actions, then skill names.
+    if path == "skills" {
+        let found = match positional.as_slice() {
+            [] => pairs(&[
+                ("list", "action"),
+                ("show", "action"),
+                ("add", "action"),
+                ("remove", "action"),
+                ("trust", "action"),
+            ]),
+            ["show" | "remove"] | ["trust", "approve" | "reject"] => described(&names.skills, "skill"),
+            ["trust"] => {
+                pairs(&[("approve", "action"), ("reject", "action"), ("approve-all", "action"), ("reset", "action")])
+            }
+            _ => Vec::new(),
+        };
         return filter(found, current);
     }
     let Some(command) = command else {
@@ -244,12 +264,19 @@ mod tests {
 
     #[test]
     fn commands_flags_values_and_names() {
-        let mut names = Names { servers: vec!["fx".into(), "files".into()], ..Names::default() };
+        let mut names = Names {
+            servers: vec!["fx".into(), "files".into()],
+            skills: vec!["pdf-tools".into(), "notes".into()],
+            ..Names::default()
+        };
         names.tools.insert("fx".into(), vec!["echo".into(), "add".into()]);
         let c = |line: &str| names_of(candidates(&words(line), &names));
         assert_eq!(c(""), ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "completions", "help"]);
         assert!(c("ask --pr").contains(&"--prompt-permissions".to_string()));
         assert_eq!(c("mcp to"), ["tool"]);
+        assert_eq!(c("skills show p"), ["pdf-tools"]);
+        assert_eq!(c("skills trust a"), ["approve", "approve-all"]);
+
         assert_eq!(c("mcp tool "), ["list", "show", "call"]);
         assert_eq!(c("mcp tool call f"), ["fx", "files"]);
         assert_eq!(c("mcp tool call fx "), ["echo", "add"]);

@@ -85,6 +85,9 @@ fn gather() -> Names {
             .filter(|n| complete::shell_safe(n))
             .collect();
     }
+    if let Ok(found) = super::skills::installed() {
+        names.skills = found.skills.iter().map(|s| s.name.clone()).filter(|n| complete::shell_safe(n)).collect();
+    }
     let root = path().map(|p| read(&p)).unwrap_or_default();
     let servers = root.get("servers").and_then(Value::as_object).cloned().unwrap_or_default();
     let listed = |key: &str| -> HashMap<String, Vec<String>> {
