@@ -17,6 +17,9 @@ enum Input {
 }
 
 /// A nod command line, run with a hard deadline.
+/// The caller's variables a test's nod gets: what programs need to run at all.
+const INHERITED: [&str; 7] = ["PATH", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "USER"];
+
 pub struct Cmd {
     home: PathBuf,
     args: Vec<String>,
@@ -98,9 +101,17 @@ impl Cmd {
     }
 
     /// nod with this command line, environment and directory; the caller sets its stdio.
+    /// The environment starts empty: only `INHERITED` comes from the caller's (a developer's
+    /// `OPENAI_API_KEY`, `NOD_MODEL`, `NOD_BASE_URL` or `BROWSER` must never reach a test's nod),
+    /// then what the test sets itself.
     fn command(&self) -> Command {
         let mut command = Command::new(NOD);
-        command.env_remove("NOD_HOME");
+        command.env_clear();
+        for name in INHERITED {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
         if self.nod_home {
             command.env("NOD_HOME", &self.home);
         }
