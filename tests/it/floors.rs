@@ -464,3 +464,26 @@ fn nod_skills_trust_approve_all_needs_yes_and_reset_makes_them_pending_again() {
     env.nod(["skills", "trust", "reset"]).run().code(0).stdout_has("pending again");
     env.nod(["skills"]).run().stdout_line_has(&["one", "pending"]);
 }
+
+#[test]
+fn an_acp_session_offers_the_skills_of_the_user_and_of_its_cwd_once_approved() {
+    let env = Env::new();
+    write_skill(&env.path("skills"), "pdf-tools", "name: pdf-tools\ndescription: Fill PDF forms.", "Steps.");
+    let workspace = cwd(&env);
+    write_skill(&std::path::Path::new(&workspace).join(".nod/skills"), "ws-notes", "name: ws-notes\ndescription: PDF notes of this workspace.", "Notes.");
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "pdf" }))]),
+        Step::Text("Found.".into()),
+    ]);
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let session = client.new_session(&workspace, json!([]));
+    let id = prompt(&mut client, &session, "find pdf help");
+    let answer = client.until_answer(id);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let search: Value = serde_json::from_str(&tool_messages(&model.requests()[1])[0].1).unwrap();
+    let names: Vec<&str> = search["skills"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["pdf-tools"], "the workspace's skill is pending: {search}");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+}
