@@ -122,11 +122,13 @@ fn entry(out: &mut String, usage: &str, about: &str) {
     }
 }
 
-fn wrap(text: &str, width: usize) -> Vec<String> {
+/// `text` in lines of at most `width` characters, broken between words (a word longer than
+/// the width stands alone). The help pages and the shell's `/help` wrap with it.
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
-        if !line.is_empty() && line.len() + 1 + word.len() > width {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
             lines.push(std::mem::take(&mut line));
         }
         if !line.is_empty() {

@@ -470,7 +470,12 @@ fn an_acp_session_offers_the_skills_of_the_user_and_of_its_cwd_once_approved() {
     let env = Env::new();
     write_skill(&env.path("skills"), "pdf-tools", "name: pdf-tools\ndescription: Fill PDF forms.", "Steps.");
     let workspace = cwd(&env);
-    write_skill(&std::path::Path::new(&workspace).join(".nod/skills"), "ws-notes", "name: ws-notes\ndescription: PDF notes of this workspace.", "Notes.");
+    write_skill(
+        &std::path::Path::new(&workspace).join(".nod/skills"),
+        "ws-notes",
+        "name: ws-notes\ndescription: PDF notes of this workspace.",
+        "Notes.",
+    );
     let model = Model::start(vec![
         Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "pdf" }))]),
         Step::Text("Found.".into()),

@@ -975,7 +975,7 @@ fn print_help() {
     let width = terminal_width();
     let indent = 23;
     for (command, about) in COMMANDS {
-        let lines = wrap(about, width.saturating_sub(indent).max(20));
+        let lines = crate::cli::man::wrap(about, width.saturating_sub(indent).max(20));
         for (i, line) in lines.iter().enumerate() {
             if i == 0 {
                 println!("  {command:<20} {line}");
@@ -984,7 +984,7 @@ fn print_help() {
             }
         }
     }
-    for line in wrap(
+    for line in crate::cli::man::wrap(
         "A line ending in \\ continues on the next. Ctrl-C cancels a running turn; twice at the prompt, it exits.",
         width,
     ) {
@@ -999,26 +999,6 @@ fn terminal_width() -> usize {
     // SAFETY: see above; the descriptor is stdout's.
     let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
     if ok && size.ws_col > 0 { usize::from(size.ws_col) } else { 80 }
-}
-
-/// `text` in lines of at most `width` characters, broken between words (a word longer than
-/// the width stands alone).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
 }
 
 /// What the agent shows and asks in the shell.
@@ -1207,10 +1187,10 @@ mod tests {
 
     #[test]
     fn help_text_wraps_between_words() {
-        let lines = wrap("browse MCP servers: health, tools, resources, templates, prompts", 20);
+        let lines = crate::cli::man::wrap("browse MCP servers: health, tools, resources, templates, prompts", 20);
         assert!(lines.iter().all(|l| l.chars().count() <= 20), "{lines:?}");
         assert_eq!(lines.join(" "), "browse MCP servers: health, tools, resources, templates, prompts");
-        assert_eq!(wrap("averyveryverylongword x", 5), ["averyveryverylongword", "x"]);
+        assert_eq!(crate::cli::man::wrap("averyveryverylongword x", 5), ["averyveryverylongword", "x"]);
     }
 
     #[test]
