@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::catalog::{self, Kind};
-use super::runtime::State;
+use super::state::State;
 use super::supervisor::Supervised;
 use super::{Access, Session};
 use crate::config::ServerConfig;

@@ -13,35 +13,7 @@ use crate::config::ServerConfig;
 use crate::dispatch::{Engine, InboundHandler};
 use crate::oauth::AuthError;
 
-/// Where a server stands; health snapshots (`fleet::Health`) use the same states.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum State {
-    /// Not started yet (optional servers wait for the first use of MCP).
-    Idle,
-    /// Connecting now.
-    Starting,
-    Ready,
-    /// It needs an OAuth authorization that this surface cannot run.
-    Unauthenticated,
-    /// A credential variable is not set.
-    MissingVariable(String),
-    Failed(String),
-    Disabled,
-}
-
-impl State {
-    pub fn label(&self) -> &'static str {
-        match self {
-            State::Idle => "idle",
-            State::Starting => "starting",
-            State::Ready => "ready",
-            State::Unauthenticated => "unauthenticated",
-            State::MissingVariable(_) => "failed",
-            State::Failed(_) => "failed",
-            State::Disabled => "disabled",
-        }
-    }
-}
+pub use super::state::State;
 
 struct Server {
     config: ServerConfig,

@@ -4,20 +4,20 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, select};
+use crossbeam_channel::Receiver;
 use serde_json::{Value, json};
 
 use super::args;
+pub use super::wait::{Asks, Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
 use crate::cli::{ElicitArg, ToolCall};
-use crate::cmd::failure::{Failure, Kind, fail};
-use crate::cmd::form::{Interrupted, Prompter, Term};
+use crate::cmd::failure::{Failure, Kind};
+use crate::cmd::form::{Prompter, Term};
 use crate::cmd::render;
 use crate::cmd::{Context, Exit, One, print, print_json, stdin_is_terminal, stdout_is_terminal};
-use crate::dispatch::{CallError, CallUpdate, Progress};
-use crate::session::elicit::{Answering, Asked, InputRequired, Policy, PolicyHandler};
-use crate::session::{Call, Session};
+use crate::dispatch::CallError;
+use crate::session::Session;
+use crate::session::elicit::{Answering, Asked, Policy, PolicyHandler};
 
 pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     // Everything the user gave is read and checked before a server starts.
@@ -47,16 +47,6 @@ pub fn run_live(
     let answering = answering(call)?;
     let person = (answering == Answering::Ask).then_some(person);
     call_on(call, arguments, session, live, Asks { receiver, answering: &answering, person }, ctx)
-}
-
-/// Who answers the questions a server asks during a call.
-pub struct Asks<'a, 'p> {
-    /// The questions the server's handler did not answer itself.
-    pub receiver: &'a Receiver<Asked>,
-    /// Applied first: a handler shared with others (the shell's) answers nothing itself.
-    pub answering: &'a Answering,
-    /// The person at the terminal; without one, a question ends the call in input required.
-    pub person: Option<&'a mut (dyn Prompter + 'p)>,
 }
 
 /// The call on a connected server: refused before anything is sent when the listing says
@@ -120,95 +110,6 @@ fn answering(call: &ToolCall) -> anyhow::Result<Answering> {
     })
 }
 
-/// MCP 2025-11-25: the request cannot go on until the user completes a URL elicitation.
-pub const URL_ELICITATION_REQUIRED: i64 = -32042;
-
-/// The first URL elicitation of a -32042 error, as an input-required result.
-pub fn url_required(server: &str, error: &crate::jsonrpc::ResponseError) -> Option<InputRequired> {
-    let elicitations = error.data.as_ref()?.get("elicitations")?.as_array()?;
-    let first = elicitations.iter().find(|e| e.get("mode").and_then(Value::as_str) == Some("url"))?;
-    let text = |key: &str| first.get(key).and_then(Value::as_str).map(str::to_string);
-    Some(InputRequired {
-        server: server.to_string(),
-        mode: "url".into(),
-        message: text("message").unwrap_or_else(|| error.message.clone()),
-        requested_schema: None,
-        url: Some(text("url")?),
-        elicitation_id: text("elicitationId"),
-    })
-}
-
-pub enum Outcome {
-    Result(Value),
-    Failed(CallError),
-    InputRequired(InputRequired),
-}
-
-/// Waits for a call, showing progress on stderr. A question from the server is answered by
-/// `asks.answering` when it can, else put to `asks.person`; without one, it cancels the call
-/// and ends in input required.
-pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label: &str) -> anyhow::Result<Outcome> {
-    let mut shown = ProgressLine::new(label);
-    loop {
-        select! {
-            recv(pending.updates()) -> update => match update {
-                Ok(CallUpdate::Progress(p)) => shown.show(&p),
-                Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, result) {
-                    Some(Ok(result)) => return Ok(Outcome::Result(result)),
-                    Some(Err(err)) => return Ok(Outcome::Failed(err)),
-                    // Replayed on a new session: keep waiting.
-                    None => {}
-                },
-                Err(_) => return Err(fail(Kind::Interrupted, "nod is shutting down")),
-            },
-            recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
-            // A request the server has cancelled already is dropped (CAN-5).
-            recv(asks.receiver) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
-                if let Some(answer) = crate::session::elicit::answer(asks.answering, &input) {
-                    responder.respond(Ok(answer));
-                    continue;
-                }
-                if let Some(person) = asks.person.as_deref_mut() {
-                    match crate::cmd::form::elicit(person, &input) {
-                        Ok(answer) => responder.respond(Ok(answer)),
-                        Err(Interrupted) => {
-                            responder.respond(Ok(json!({ "action": "cancel" })));
-                            return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
-                        }
-                    }
-                    continue;
-                }
-                // The call is cancelled before the server hears the answer, so a fast server
-                // cannot finish the call in between (the frames leave in this order).
-                session.cancel(&pending, "the server asked for input that nod could not collect");
-                responder.respond(Ok(json!({ "action": "cancel" })));
-                return Ok(Outcome::InputRequired(input));
-            },
-        }
-    }
-}
-
-/// Progress on stderr, at most ten lines a second a call.
-struct ProgressLine<'a> {
-    label: &'a str,
-    last: Option<Instant>,
-}
-
-impl<'a> ProgressLine<'a> {
-    fn new(label: &'a str) -> ProgressLine<'a> {
-        ProgressLine { label, last: None }
-    }
-
-    fn show(&mut self, p: &Progress) {
-        let now = Instant::now();
-        if self.last.is_some_and(|at| now.duration_since(at) < Duration::from_millis(100)) {
-            return;
-        }
-        self.last = Some(now);
-        eprintln!("nod: {}: progress {}", self.label, render::progress(p));
-    }
-}
-
 fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Result<Exit> {
     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
     let content = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
@@ -255,29 +156,4 @@ fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Resul
         }
     }
     Ok(if is_error { Exit::ToolError } else { Exit::Ok })
-}
-
-/// Says on stderr what the server asked and how to answer it, and prints the typed
-/// input-required result on stdout (pretty with --json, one line otherwise; `line` is the
-/// `--jsonl` input line that asked). Exit 3.
-pub fn report_input_required(input: &InputRequired, line: Option<usize>, ctx: &Context) -> anyhow::Result<Exit> {
-    let message = crate::util::terminal_safe(&crate::util::one_line(&ctx.redactor.redact(&input.message))).into_owned();
-    let how = if input.mode == "url" {
-        "open the URL it gives, then run the command again; or answer with --elicit decline or --elicit cancel"
-    } else {
-        "run it on a terminal to be asked, or answer with --elicit-answer JSON, --elicit defaults, decline or cancel"
-    };
-    let text = format!("server {} asked for input ({} mode): {message}", input.server, input.mode);
-    eprintln!("nod: {text}; {how}");
-    let mut report = input.to_json();
-    report["error"] = json!({ "kind": Kind::InputRequired.as_str(), "message": text, "server": input.server });
-    if let Some(line) = line {
-        report["error"]["line"] = json!(line);
-    }
-    if ctx.options.json {
-        print_json(&report)?;
-    } else {
-        print(&format!("{}\n", serde_json::to_string(&report)?))?;
-    }
-    Ok(Exit::InputRequired)
 }

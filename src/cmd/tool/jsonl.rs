@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::call::{Asks, Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
+use super::wait::{Asks, Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
 use crate::cli::ToolCall;
 use crate::cmd::failure::{self, Kind};
 use crate::cmd::{Context, Exit, print};

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod call;
 mod jsonl;
+pub mod wait;
 
 use serde_json::{Value, json};
 
