@@ -357,11 +357,21 @@ pub fn approved(project: &Project, issues: &mut Vec<ConfigIssue>) -> Vec<ServerC
 /// Expands `${VAR}` and `${VAR:-default}`. Returns None when the budget runs out; records
 /// variables that are unset and have no default.
 pub fn expand(text: &str, budget: &mut usize, missing: &mut Vec<String>) -> Option<String> {
+    expand_with(text, |name| std::env::var(name).ok(), budget, missing)
+}
+
+/// [`expand`] with the variables read through `lookup`.
+fn expand_with(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+    budget: &mut usize,
+    missing: &mut Vec<String>,
+) -> Option<String> {
     let mut out = String::with_capacity(text.len());
     let mut done = 0;
     for (range, name, default) in templates(text) {
         out.push_str(&text[done..range.start]);
-        let value = match (std::env::var(name).ok().filter(|v| !v.is_empty()), default) {
+        let value = match (lookup(name).filter(|v| !v.is_empty()), default) {
             (Some(value), _) => value,
             (None, Some(default)) => default.to_string(),
             (None, None) => {
@@ -409,12 +419,12 @@ mod tests {
 
     #[test]
     fn expansion_forms_and_budget() {
-        // SAFETY: tests in this module are the only users of these variable names.
-        unsafe { std::env::set_var("NOD_UNIT_EXPAND", "val") };
+        let lookup = |name: &str| (name == "NOD_UNIT_EXPAND").then(|| "val".to_string());
         let mut budget = 100;
         let mut missing = Vec::new();
-        let out = expand(
+        let out = expand_with(
             "a ${NOD_UNIT_EXPAND} ${NOD_UNIT_UNSET:-dflt} ${NOD_UNIT_UNSET} $x ${1BAD} ${open",
+            lookup,
             &mut budget,
             &mut missing,
         );
@@ -422,7 +432,7 @@ mod tests {
         assert_eq!(missing, ["NOD_UNIT_UNSET"]);
         assert_eq!(budget, 100 - 3 - 4);
         let mut small = 2;
-        assert_eq!(expand("${NOD_UNIT_EXPAND}", &mut small, &mut missing), None);
+        assert_eq!(expand_with("${NOD_UNIT_EXPAND}", lookup, &mut small, &mut missing), None);
         let launch =
             entry("v", &json!({"command": "${A}", "args": ["${B:-1} ${A}"], "env": {"K": "${C}", "L": "$D ${1E}"}}))
                 .unwrap()

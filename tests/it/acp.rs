@@ -177,6 +177,7 @@ impl Client {
     }
 
     /// Closes stdin and waits for nod to exit: its exit code and stderr.
+    #[must_use]
     pub fn finish(mut self) -> (Option<i32>, String) {
         self.stdin.take();
         let out = self.running.take().unwrap().wait();
@@ -380,7 +381,8 @@ fn a_rejected_call_fails_and_reaches_the_model_as_denied() {
     assert!(failed.is_some(), "{:?}", client.updates());
     assert!(tool_messages(&model.requests()[2])[1].1.contains("user_denied"));
     assert!(env.wire().iter().all(|m| m["method"] != "tools/call"), "nothing reached the server");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
 }
 
 #[test]
@@ -412,7 +414,8 @@ fn cancel_during_a_tool_call_cancels_it_on_the_wire_and_the_prompt_answers_cance
     let answer = client.answer_of(id, |r| panic!("unexpected {r}"));
     assert_eq!(answer["result"]["stopReason"], "end_turn");
     assert!(client.said().contains("After the cancel."));
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     env.assert_no_leftovers();
 }
 
@@ -450,7 +453,8 @@ fn elicitation_is_relayed_in_the_clients_mode_and_refused_otherwise() {
         "{params}"
     );
     assert!(tool_messages(&model.requests()[2])[1].1.contains(r#""name":"Grace""#));
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     let declared = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
     assert_eq!(declared["params"]["capabilities"]["elicitation"], json!({ "form": {} }), "{declared}");
 
@@ -466,7 +470,8 @@ fn elicitation_is_relayed_in_the_clients_mode_and_refused_otherwise() {
         client.updates().into_iter().rfind(|(kind, u)| kind == "tool_call_update" && u["status"] == "failed").unwrap();
     let text = failed.1["content"][0]["content"]["text"].as_str().unwrap().to_string();
     assert!(text.contains("asked for input in form mode, which this ACP client does not support"), "{text}");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     env.assert_no_leftovers();
 }
 
@@ -556,7 +561,8 @@ fn the_profile_is_never_inherited_and_approved_project_servers_join() {
     client.answer_of(id, |r| panic!("unexpected {r}"));
     let found = &tool_messages(&model.requests()[1])[0].1;
     assert!(found.contains("No MCP servers are configured"), "the profile's fx is not used: {found}");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert!(env.wire().is_empty(), "the profile's server never started");
 }
 
@@ -581,7 +587,8 @@ fn cancel_while_a_permission_request_is_open_ends_the_turn_cancelled() {
     assert!(withdrawn, "nod withdraws its open request: {:#?}", client.seen);
     // A late answer to the withdrawn request is ignored.
     client.send(&json!({ "jsonrpc": "2.0", "id": asked["id"], "result": { "outcome": { "outcome": "cancelled" } } }));
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert!(env.wire().iter().all(|m| m["method"] != "tools/call"));
     env.assert_no_leftovers();
 }

@@ -373,7 +373,8 @@ fn the_agent_meets_input_requests_as_it_meets_elicitations() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0]["method"], "elicitation/create");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     let calls = with_method(&env.wire(), "tools/call").into_iter().cloned().collect::<Vec<_>>();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[1]["params"]["inputResponses"]["name"]["content"]["name"], "Ada");
@@ -406,7 +407,8 @@ fn a_cancel_while_input_is_collected_sends_no_retry() {
     client.send(
         &json!({ "jsonrpc": "2.0", "id": asked["id"], "result": { "action": "accept", "content": { "name": "Ada" } } }),
     );
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert_eq!(with_method(&env.wire(), "tools/call").len(), 1, "{:#?}", env.wire());
     env.assert_no_leftovers();
 }

@@ -1058,7 +1058,8 @@ fn oauth_in_acp_never_starts_a_flow_and_uses_stored_tokens() {
     let search = &tool_messages(&model.requests()[1])[0].1;
     assert!(search.contains("authentication_required"), "{search}");
     assert!(w.seen(0, "/authorize").is_empty() && w.seen(0, "/register").is_empty(), "{}", w.wire());
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
 
     // Tokens stored by nod mcp auth serve the ACP session.
     w.auth().code(0);
@@ -1070,7 +1071,8 @@ fn oauth_in_acp_never_starts_a_flow_and_uses_stored_tokens() {
     let answer = client.answer_of(id, |r| panic!("nothing is asked: {r}"));
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(tool_messages(&model.requests()[4])[1].1.contains("called echo"));
-    let (_, stderr) = client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "{stderr}");
     for canary in CANARIES {
         assert!(!stderr.contains(canary) && !client_text(&model).contains(canary), "{canary}");
     }

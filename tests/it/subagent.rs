@@ -275,7 +275,8 @@ fn a_child_in_acp_asks_through_session_request_permission() {
     assert_eq!(tool_call["title"], "subagent run-1: mcp_fx_echo (server fx, tool echo)", "{tool_call}");
     assert_eq!(tool_call["rawInput"], json!({ "message": "via child" }));
     assert_eq!(results_of(&model, "PARENT")[0]["result"], marked("run-1", "Child echoed."));
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert_eq!(echo_calls(&env.wire()), ["via child"]);
 }
 
@@ -306,7 +307,8 @@ fn cancel_in_acp_ends_the_childs_calls_and_the_parents_before_the_answer() {
     let child = asked["params"]["toolCall"]["toolCallId"].as_str().unwrap();
     assert!(ended.iter().any(|(call, u)| call == child && u["status"] == "failed"), "{ended:?}");
     assert!(ended.len() >= 2, "the parent's subagent call is there too: {ended:?}");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert!(echo_calls(&env.wire()).is_empty());
     env.assert_no_leftovers();
 }
@@ -348,7 +350,8 @@ fn closing_the_acp_session_stops_a_child_before_its_next_call() {
     let (answer, closed) = (answer.unwrap(), closed.unwrap());
     assert!(closed.get("error").is_none(), "{closed}");
     assert!(answer["result"]["stopReason"] == "cancelled" || answer.get("error").is_some(), "{answer}");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert_eq!(echo_calls(&env.wire()), ["first"], "the second call never reached the server");
     env.assert_no_leftovers();
 }
@@ -514,6 +517,7 @@ fn cancelling_at_a_childs_permission_question_ends_the_parents_turn() {
     let answer = client.answer_of(id, |_| json!({ "outcome": { "outcome": "cancelled" } }));
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     assert_eq!(requests_of(&model, "PARENT").len(), 1, "the parent never asked the model again");
-    client.finish();
+    let (code, stderr) = client.finish();
+    assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert!(echo_calls(&env.wire()).is_empty());
 }
