@@ -227,7 +227,13 @@ fn legacy_sse_worker_keeps_the_contract() {
 #[test]
 fn eight_concurrent_expiries_lead_to_one_new_session() {
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
     let inits = AtomicUsize::new(0);
+    // The old session's calls are held until all eight have arrived (or 10 s passed), so
+    // they are in flight together; `together` records that they were.
+    let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let together = Arc::new(AtomicUsize::new(0));
+    let (held, met) = (gate.clone(), together.clone());
     let fx = Fixture::start(move |req| match req.rpc() {
         Some("initialize") => {
             let n = inits.fetch_add(1, Ordering::SeqCst) + 1;
@@ -240,8 +246,14 @@ fn eight_concurrent_expiries_lead_to_one_new_session() {
             }
         }
         Some("tools/call") if req.header("mcp-session-id") == Some("s1") => {
-            // Held a moment so all eight are in flight together.
-            std::thread::sleep(Duration::from_millis(200));
+            let (arrived, all) = &*held;
+            let mut arrived = arrived.lock().unwrap();
+            *arrived += 1;
+            all.notify_all();
+            let (arrived, _) = all.wait_timeout_while(arrived, Duration::from_secs(10), |n| *n < 8).unwrap();
+            if *arrived >= 8 {
+                met.fetch_add(1, Ordering::SeqCst);
+            }
             Reply::status(404)
         }
         _ => standard(req),
@@ -254,6 +266,7 @@ fn eight_concurrent_expiries_lead_to_one_new_session() {
     out.code(0).within(15.0);
     assert_eq!(out.text().lines().filter(|l| l.contains("called echo")).count(), 8, "{}", out.text());
     let wire = fx.summary();
+    assert_eq!(together.load(Ordering::SeqCst), 8, "all eight were in flight on the old session: {wire:#?}");
     assert_eq!(fx.rpc("initialize").len(), 2, "one new session: {wire:#?}");
     assert_eq!(fx.rpc("notifications/initialized").len(), 2, "{wire:#?}");
     let calls = fx.rpc("tools/call");
