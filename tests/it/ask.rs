@@ -168,6 +168,7 @@ fn a_deny_rule_hides_the_tool_and_full_access_overrides_it() {
     ask(&env, &model, &["echo"]).run().code(0).within(30.0);
     let found = &tool_messages(&model.requests()[1])[0].1;
     assert!(!found.contains("mcp_fx_echo"), "a denied tool is not offered: {found}");
+    assert!(found.contains("\"mcp_fx_"), "the search itself worked: fx's other tools are found: {found}");
     let out = ask(&env, &model, &["--full-access", "echo"]).run();
     out.code(0).within(30.0).stdout_has("Echoed.").stderr_has("full access");
     assert!(env.wire().iter().any(|m| m["method"] == "tools/call" && m["params"]["arguments"]["message"] == "full"));

@@ -167,7 +167,7 @@ fn a_users_own_cidfile_is_left_alone() {
 fn faults_leave_the_other_servers_working() {
     for (scenario, expect) in [
         ("exit-before-init", "exit code 2"),
-        ("crash-after-init", "exit"),
+        ("crash-after-init", "exit code 4"),
         ("never-init", "initialize"),
         ("stdout-close", "closed its stdout"),
         ("ignore-sigterm", "ready"),

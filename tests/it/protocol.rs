@@ -46,7 +46,7 @@ fn malformed_answers_are_protocol_errors_never_empty_successes() {
         out.code(2).within(10.0).stderr_line_has(&["server web", "tools/call", why]).stdout_lacks("content");
         let json = env.nod(["mcp", "tool", "call", NAME, "echo", "{}", "--json"]).timeout(20).run();
         json.code(2).within(10.0);
-        assert!(json.stdout.is_empty() || json.text().contains("error"), "{result}: {}", json.text());
+        assert_eq!(json.json()["error"]["kind"], "protocol", "{result}: {}", json.dump());
     }
 }
 

@@ -255,6 +255,8 @@ fn subagents_share_server_everything_within_their_parents_rules() {
         model.requests().into_iter().filter(|r| crate::model::first_user(r).contains("ECHOER")).collect();
     let search = &tool_messages(&echoer[1])[0].1;
     assert!(!search.contains("get-sum"), "the child's search has no denied or unadmitted tool: {search}");
+    let listed: serde_json::Value = serde_json::from_str(search).expect("the child's search answered");
+    assert!(listed["mcp_tools"].is_array() && listed["total_matches"].is_number(), "the search worked: {search}");
     let echoed = &tool_messages(&echoer[3])[2].1;
     assert!(echoed.contains("Echo: from a child"), "{echoed}");
     let reader: Vec<serde_json::Value> =

@@ -188,6 +188,7 @@ fn a_child_cannot_reach_a_tool_its_parent_is_denied_even_when_it_asks() {
     let child = requests_of(&model, "DENIED-2");
     let search = &tool_messages(&child[1])[0].1;
     assert!(!search.contains("mcp_fx_echo"), "a denied tool is not found: {search}");
+    assert!(search.contains("\"mcp_fx_"), "the search itself worked: fx's other tools are found: {search}");
     let select = &tool_messages(&child[2])[1].1;
     assert!(select.contains("Unknown MCP tool: mcp_fx_echo"), "{select}");
     let direct = &tool_messages(&child[3])[2].1;
@@ -349,7 +350,7 @@ fn closing_the_acp_session_stops_a_child_before_its_next_call() {
     }
     let (answer, closed) = (answer.unwrap(), closed.unwrap());
     assert!(closed.get("error").is_none(), "{closed}");
-    assert!(answer["result"]["stopReason"] == "cancelled" || answer.get("error").is_some(), "{answer}");
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     let (code, stderr) = client.finish();
     assert_eq!(code, Some(0), "nod acp exits 0 when its client leaves: {stderr}");
     assert_eq!(echo_calls(&env.wire()), ["first"], "the second call never reached the server");
