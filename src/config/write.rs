@@ -9,6 +9,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, bail};
 use serde_json::{Map, Value};
@@ -178,7 +179,10 @@ pub fn write_cache(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 fn write_file(path: &Path, bytes: &[u8], durable: bool) -> anyhow::Result<()> {
     let dir = ensure_dir(path)?;
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    // Unique per write, not only per process: two threads may write the same file.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{file_name}.{}.{n}.tmp", std::process::id()));
     let result = (|| -> std::io::Result<()> {
         let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         file.write_all(bytes)?;

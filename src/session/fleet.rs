@@ -75,6 +75,8 @@ impl Fleet {
         access: &Access,
         each: &(dyn Fn(&Health) + Sync),
     ) -> (Fleet, Vec<Health>) {
+        // The revisions learned are written once, when all have connected.
+        let batch = super::revisions::batch();
         let started: Vec<(Member, Health)> = std::thread::scope(|scope| {
             let handles: Vec<_> = servers
                 .iter()
@@ -99,6 +101,7 @@ impl Fleet {
                 .collect();
             handles.into_iter().map(|h| h.join().expect("connect thread")).collect()
         });
+        drop(batch);
         let (members, healths): (Vec<Member>, Vec<Health>) = started.into_iter().unzip();
         (Fleet { _members: members }, healths)
     }
@@ -143,11 +146,13 @@ pub fn check(session: &Session, deadline: Instant, health: &mut Health) {
         health.transport = session.transport(health.transport);
         health.server_name = info(session, "name");
         health.server_version = info(session, "version");
-        for kind in [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts] {
-            if !session.has(kind.capability()) {
-                continue;
-            }
-            let listing = catalog::list_until(session, kind, deadline)?;
+        let kinds: Vec<Kind> = [Kind::Tools, Kind::Resources, Kind::Templates, Kind::Prompts]
+            .into_iter()
+            .filter(|kind| session.has(kind.capability()))
+            .collect();
+        // Asked for together: one round trip for the four first pages, not four.
+        for (kind, listing) in kinds.iter().copied().zip(catalog::list_each_until(session, &kinds, deadline)) {
+            let listing = listing?;
             health.rejected += listing.rejected.len();
             let count = Some(listing.items.len());
             let names = || listing.items.iter().filter_map(|i| i["name"].as_str()).map(str::to_string).collect();

@@ -7,6 +7,7 @@
 //! what nod connects with.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
@@ -30,6 +31,67 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Verdicts not yet written, and how many batches hold them back. One lock for the process:
+/// servers connect on threads of their own, and two read-modify-writes of the file at once
+/// would lose one of them.
+struct Pending {
+    batches: usize,
+    /// (file, key, the entry or None to forget it), in the order recorded.
+    changes: Vec<(PathBuf, String, Option<Value>)>,
+}
+
+static PENDING: Mutex<Pending> = Mutex::new(Pending { batches: 0, changes: Vec::new() });
+
+fn pending() -> MutexGuard<'static, Pending> {
+    PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Holds verdicts back while several servers connect at once, so that the file is written
+/// once when the last batch ends rather than once per server.
+#[must_use]
+pub struct Batch(());
+
+pub fn batch() -> Batch {
+    pending().batches += 1;
+    Batch(())
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        let mut pending = pending();
+        pending.batches -= 1;
+        if pending.batches == 0 {
+            flush(&mut pending);
+        }
+    }
+}
+
+fn flush(pending: &mut Pending) {
+    let mut changes = std::mem::take(&mut pending.changes);
+    while let Some((path, ..)) = changes.first() {
+        let path = path.clone();
+        let (these, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|(p, ..)| *p == path);
+        changes = rest;
+        let mut map = read(&path);
+        let before = map.clone();
+        // Expired entries go whenever the file is written.
+        map.retain(|_, e| fresh(e));
+        for (_, key, entry) in these {
+            match entry {
+                Some(entry) => map.insert(key, entry),
+                None => map.remove(&key),
+            };
+        }
+        if map != before {
+            write(&path, map);
+        }
+    }
+}
+
+fn fresh(entry: &Value) -> bool {
+    entry.get("at").and_then(Value::as_u64).is_some_and(|at| now().saturating_sub(at) < KEEP.as_secs())
+}
+
 fn read(path: &Path) -> Map<String, Value> {
     let Ok(bytes) = std::fs::read(path) else { return Map::new() };
     match serde_json::from_slice(&bytes) {
@@ -47,26 +109,23 @@ fn write(path: &Path, map: Map<String, Value>) {
 
 /// Whether `config`'s server was found to be of the initialize era lately.
 pub fn known_initialize_era(path: &Path, config: &ServerConfig) -> bool {
-    let map = read(path);
-    let at = map.get(&key(config)).and_then(|e| e.get("at")).and_then(Value::as_u64);
-    at.is_some_and(|at| now().saturating_sub(at) < KEEP.as_secs())
+    let key = key(config);
+    let held = pending().changes.iter().rev().find(|(p, k, _)| p == path && *k == key).map(|(.., e)| e.clone());
+    let entry = match held {
+        Some(entry) => entry,
+        None => read(path).remove(&key),
+    };
+    entry.is_some_and(|e| fresh(&e))
 }
 
 /// Records in `path` (if any) that `config`'s server is of the initialize era (`true`), or
-/// forgets it.
+/// forgets it; written now, or when the batch that holds it back ends.
 pub fn record(path: Option<&Path>, config: &ServerConfig, initialize_era: bool) {
     let Some(path) = path else { return };
-    let mut map = read(path);
-    let key = key(config);
-    // Expired entries go whenever the file is written.
-    map.retain(|_, e| e.get("at").and_then(Value::as_u64).is_some_and(|at| now().saturating_sub(at) < KEEP.as_secs()));
-    let changed = if initialize_era {
-        map.insert(key, json!({ "era": "initialize", "at": now() }));
-        true
-    } else {
-        map.remove(&key).is_some()
-    };
-    if changed {
-        write(path, map);
+    let entry = initialize_era.then(|| json!({ "era": "initialize", "at": now() }));
+    let mut pending = pending();
+    pending.changes.push((path.to_path_buf(), key(config), entry));
+    if pending.batches == 0 {
+        flush(&mut pending);
     }
 }

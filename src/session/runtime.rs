@@ -110,6 +110,8 @@ impl Runtime {
                 claim
             })
             .collect();
+        // The revisions learned are written once, when all have started.
+        let batch = (claimed.len() > 1).then(super::revisions::batch);
         std::thread::scope(|scope| {
             for server in &claimed {
                 scope.spawn(|| {
@@ -131,6 +133,7 @@ impl Runtime {
                 });
             }
         });
+        drop(batch);
         claimed
             .iter()
             .filter_map(|s| match &lock(&s.state).0 {

@@ -478,3 +478,24 @@ fn a_slow_starting_2026_server_connects_on_its_first_contact() {
     health.code(0).stdout_has("protocol=2026-07-28");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn servers_connected_at_once_all_have_their_verdicts_remembered() {
+    // Eight servers learn their revision on threads of their own; every verdict must reach
+    // revisions.json (one read-modify-write at a time), so the next run probes none of them.
+    let env = Env::new();
+    let servers: serde_json::Map<String, Value> =
+        (0..8).map(|i| (format!("s{i}"), env.fixture_entry(&["--scenario", "basic"], json!({})))).collect();
+    env.profile(json!({ "mcp": servers }));
+    env.nod(["mcp", "list", "--connect"]).timeout(30).run().code(0);
+    let first = methods(&env.wire());
+    assert_eq!(first.iter().filter(|m| *m == "server/discover").count(), 8, "{first:?}");
+    let revisions: Value = serde_json::from_str(&std::fs::read_to_string(env.path("revisions.json")).unwrap()).unwrap();
+    assert_eq!(revisions.as_object().map(|m| m.len()), Some(8), "{revisions}");
+    std::fs::remove_file(env.record_path()).unwrap();
+    env.nod(["mcp", "list", "--connect"]).timeout(30).run().code(0);
+    let second = methods(&env.wire());
+    assert_eq!(second.iter().filter(|m| *m == "initialize").count(), 8, "{second:?}");
+    assert!(!second.contains(&"server/discover".to_string()), "{second:?}");
+    env.assert_no_leftovers();
+}
