@@ -132,6 +132,45 @@ pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Arc<Listing>> {
 /// Like `list`, with every page's request also bounded by `deadline` (the startup deadline
 /// during first discovery).
 pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Arc<Listing>> {
+    match cached(session, kind)? {
+        Cached::Fresh(listing) => Ok(listing),
+        Cached::Stale(stale, epoch) => keep(session, kind, epoch, fetch(session, kind, deadline, None), stale),
+    }
+}
+
+/// `list_until` for several kinds at once: the first page of every kind that is not cached
+/// is asked for before any answer is awaited, so the server sees them together (one round
+/// trip instead of one per kind). Results are in the order of `kinds`.
+pub fn list_each_until(session: &Session, kinds: &[Kind], deadline: Instant) -> Vec<anyhow::Result<Arc<Listing>>> {
+    let started: Vec<_> = kinds
+        .iter()
+        .map(|&kind| match cached(session, kind) {
+            Ok(Cached::Stale(stale, epoch)) => {
+                let call = session.start(kind.method(), None, page_timeout(session, deadline), None);
+                Ok(Err((stale, epoch, call)))
+            }
+            Ok(Cached::Fresh(listing)) => Ok(Ok(listing)),
+            Err(err) => Err(err),
+        })
+        .collect();
+    kinds
+        .iter()
+        .zip(started)
+        .map(|(&kind, started)| match started? {
+            Ok(listing) => Ok(listing),
+            Err((stale, epoch, call)) => keep(session, kind, epoch, fetch(session, kind, deadline, Some(call)), stale),
+        })
+        .collect()
+}
+
+enum Cached {
+    Fresh(Arc<Listing>),
+    /// Not cached, or cached past its freshness (kept to serve if listing again fails); the
+    /// list_changed epoch the new listing is fetched at.
+    Stale(Option<Arc<Listing>>, u64),
+}
+
+fn cached(session: &Session, kind: Kind) -> anyhow::Result<Cached> {
     if !session.has(kind.capability()) {
         return Err(anyhow::Error::new(CallError::NotOffered(kind.capability())).context(kind.method()));
     }
@@ -143,17 +182,28 @@ pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::R
         // 2026-07-28 caching hints: fresh until its ttlMs ran out, then listed again.
         match until {
             Some(until) if Instant::now() >= *until => stale = Some(listing.clone()),
-            _ => return Ok(listing.clone()),
+            _ => return Ok(Cached::Fresh(listing.clone())),
         }
     }
-    let listing = match fetch(session, kind, deadline) {
-        Ok(listing) => Arc::new(listing),
+    Ok(Cached::Stale(stale, epoch))
+}
+
+/// Caches a new listing, or falls back on the stale one when listing again failed.
+fn keep(
+    session: &Session,
+    kind: Kind,
+    epoch: u64,
+    fetched: anyhow::Result<Listing>,
+    stale: Option<Arc<Listing>>,
+) -> anyhow::Result<Arc<Listing>> {
+    let listing = match (fetched, stale) {
+        (Ok(listing), _) => Arc::new(listing),
         // A stale listing may serve when listing again fails (the caching utility allows it).
-        Err(err) if stale.is_some() => {
+        (Err(err), Some(stale)) => {
             log::debug!("server {}: {:#}; using the stale listing", session.name, err);
-            return Ok(stale.expect("checked"));
+            return Ok(stale);
         }
-        Err(err) => return Err(err),
+        (Err(err), None) => return Err(err),
     };
     let until = listing.ttl.map(|ttl| Instant::now() + ttl.max(MIN_TTL));
     if let Ok(mut cache) = session.cache().lock() {
@@ -163,14 +213,24 @@ pub fn list_until(session: &Session, kind: Kind, deadline: Instant) -> anyhow::R
     Ok(listing)
 }
 
-fn fetch(session: &Session, kind: Kind, deadline: Instant) -> anyhow::Result<Listing> {
+fn page_timeout(session: &Session, deadline: Instant) -> Duration {
+    session.operation_timeout.min(deadline.saturating_duration_since(Instant::now()))
+}
+
+/// Fetches `kind` page by page; `first` is its first page's request when already sent.
+fn fetch(session: &Session, kind: Kind, deadline: Instant, mut first: Option<super::Call>) -> anyhow::Result<Listing> {
     let mut listing = Listing::default();
     let mut cursor: Option<String> = None;
     let mut seen = HashSet::new();
     for _ in 0..MAX_PAGES {
-        let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-        let timeout = session.operation_timeout.min(deadline.saturating_duration_since(Instant::now()));
-        let mut page = match session.request_with(kind.method(), params, timeout) {
+        let answer = match first.take() {
+            Some(call) => session.wait(call, |_| {}),
+            None => {
+                let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+                session.request_with(kind.method(), params, page_timeout(session, deadline))
+            }
+        };
+        let mut page = match answer {
             Ok(page) => page,
             // A server that declares the capability but has no handler for this listing (the
             // Python SDK's low-level server without templates): the listing is empty.
