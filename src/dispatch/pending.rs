@@ -108,11 +108,15 @@ impl Registry {
             progress,
         };
         table.calls.insert(call.id, entry);
-        outlet.send(Outbound::Request { id: wire_id, frame, meta: call.meta });
         let wake = table.armed.is_none_or(|armed| deadline < armed);
         if wake {
             table.armed = Some(deadline);
         }
+        // The table is let go once the frame has its place in the worker's queue (so a
+        // cancellation still goes out after it) but before the write: on one CPU the server
+        // may answer, and the worker route it, before this thread runs again.
+        let mut table = Some(table);
+        outlet.send_then(Outbound::Request { id: wire_id, frame, meta: call.meta }, &mut || drop(table.take()));
         Ok(wake)
     }
 }

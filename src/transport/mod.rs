@@ -19,6 +19,7 @@ pub mod child;
 pub mod http;
 #[cfg(test)]
 pub(crate) mod memory;
+pub mod sched;
 pub mod stdio;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -341,7 +342,9 @@ fn write_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt:
 /// Where a worker can take frames without a message to its thread (the stdio worker's
 /// shared stdin): requests and notifications go there, in order, from any thread.
 pub trait FrameSink: Send + Sync {
-    fn send_frame(&self, frame: Vec<u8>);
+    /// Queues `frame` behind everything sent before it, calls `queued` (the frame's place
+    /// is now fixed), then writes what the pipe takes.
+    fn send_frame(&self, frame: Vec<u8>, queued: &mut dyn FnMut());
 }
 
 /// The sending side of a worker's inbox: cheap to clone, so callers can hand requests to
@@ -367,15 +370,22 @@ impl Outlet {
     /// Sends to the worker. A send to a worker that has ended is ignored: its `Closed`
     /// report carries the cause.
     pub fn send(&self, out: Outbound) {
+        self.send_then(out, &mut || {});
+    }
+
+    /// Sends to the worker, calling `queued` once the message's place among the others is
+    /// fixed and before it is written: a caller can let go of its locks there, so that a
+    /// write that wakes the server does not leave them held while the answer arrives.
+    pub fn send_then(&self, out: Outbound, queued: &mut dyn FnMut()) {
         let out = match (out, &self.sink) {
             (Outbound::Request { frame, .. } | Outbound::Notify { frame, .. }, Some(sink)) => {
-                return sink.send_frame(frame);
+                return sink.send_frame(frame, queued);
             }
             (out, _) => out,
         };
-        if self.outbox.send(out).is_ok()
-            && let Some(waker) = &self.waker
-        {
+        let sent = self.outbox.send(out).is_ok();
+        queued();
+        if sent && let Some(waker) = &self.waker {
             let _ = waker.wake();
         }
     }

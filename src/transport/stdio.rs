@@ -110,9 +110,8 @@ impl Worker {
         waker_for_writer: Arc<Waker>,
     ) -> Result<Worker, TransportError> {
         let name = link.name.clone();
-        let (child, pipes) = ChildGuard::spawn(spec).map_err(|e| TransportError::Spawn {
-            program: spec.argv.first().cloned().unwrap_or_default(),
-            reason: e.to_string(),
+        let (child, pipes) = super::sched::normal_for(|| ChildGuard::spawn(spec)).map_err(|e| {
+            TransportError::Spawn { program: spec.argv.first().cloned().unwrap_or_default(), reason: e.to_string() }
         })?;
         let io = |e: std::io::Error| TransportError::Io(e.to_string());
         let stdin = pipe::Sender::from(pipes.stdin);
@@ -472,14 +471,16 @@ impl Writer {
 }
 
 impl super::FrameSink for Writer {
-    fn send_frame(&self, frame: Vec<u8>) {
+    fn send_frame(&self, frame: Vec<u8>, queued: &mut dyn FnMut()) {
         let mut state = self.lock();
         if state.pipe.is_none() || state.broken {
-            return;
+            drop(state);
+            return queued();
         }
         let first = state.queue.is_empty();
         state.queued += frame.len();
         state.queue.push_back(frame);
+        queued();
         if first && state.write_queued().is_err() {
             state.broken = true;
         }
