@@ -167,6 +167,8 @@ pub fn report_usage(err: &UsageError, args: &[std::ffi::OsString]) -> Exit {
 }
 
 fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
+    // One-shot work: nod's threads hand each answer on without preempting each other.
+    crate::transport::sched::enter_batch();
     let json = ctx.options.json;
     match mcp {
         Mcp::Path => {

@@ -206,14 +206,10 @@ impl Docker {
 /// Starts a helper program (a browser) that runs on its own: no pipes, its own process
 /// group, reaped in the background. `last` is appended after `args`.
 pub fn launch_detached(program: &str, args: &[String], last: &str) -> std::io::Result<()> {
-    let mut child = Command::new(program)
-        .args(args)
-        .arg(last)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()?;
+    let mut command = Command::new(program);
+    command.args(args).arg(last).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+    // A browser is no batch work.
+    let mut child = super::sched::normal_for(|| command.spawn())?;
     let _ = std::thread::Builder::new().name("nod-reap".into()).spawn(move || {
         let _ = child.wait();
     });
