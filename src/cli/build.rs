@@ -98,6 +98,10 @@ pub(super) fn build(command: &'static help::Command, args: &[&str], rest: &mut R
             }
         }
         ("mcp prompt list", [server]) => Mcp::PromptList { server: server.to_string() },
+        ("mcp skill list", [server]) => Mcp::SkillList { server: server.to_string() },
+        ("mcp skill show", [server, name, more @ ..]) if more.len() <= 1 => {
+            Mcp::SkillShow { server: server.to_string(), name: name.to_string(), file: more.first().map(owned) }
+        }
         ("mcp prompt get", [server, name, more @ ..]) if more.len() <= 1 => Mcp::PromptGet {
             server: server.to_string(),
             name: name.to_string(),

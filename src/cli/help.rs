@@ -467,6 +467,25 @@ pub const COMMANDS: &[Command] = &[
         )],
     },
     Command {
+        path: "mcp skill list",
+        usage: &["nod mcp skill list <server>"],
+        about: "List the skills the server offers (the MCP skills extension): name, description and files, from the listing alone. Nothing of a skill is read until it is shown.",
+        flags: CONNECTS,
+        args: &[Arg::Server],
+        examples: &[("nod mcp skill list docs", "The server's skills.")],
+    },
+    Command {
+        path: "mcp skill show",
+        usage: &["nod mcp skill show <server> <name> [file]"],
+        about: "Load a server skill: read its SKILL.md and print its instructions, only when its size, its SHA-256 digest and its front matter agree with the server's listing (else it fails, printing nothing of it). With a file (a path inside the skill, as skill list shows it), the skill is loaded first, then that file is read and checked the same way.",
+        flags: CONNECTS,
+        args: &[Arg::Server, Arg::Free, Arg::Free],
+        examples: &[
+            ("nod mcp skill show docs pdf-processing", "The skill's instructions."),
+            ("nod mcp skill show docs pdf-processing references/FORMS.md", "One of its files."),
+        ],
+    },
+    Command {
         path: "mcp help",
         usage: &["nod mcp help [command]"],
         about: "Show the help of nod mcp, or of one of its commands.",

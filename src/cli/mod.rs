@@ -141,6 +141,16 @@ pub enum Mcp {
         value: String,
         context: Vec<(String, String)>,
     },
+    /// The skills the server offers (the MCP skills extension).
+    SkillList {
+        server: String,
+    },
+    /// One server skill loaded and verified, or one of its files.
+    SkillShow {
+        server: String,
+        name: String,
+        file: Option<String>,
+    },
 }
 
 impl Mcp {
@@ -159,7 +169,9 @@ impl Mcp {
             | Mcp::ResourceComplete { server, .. }
             | Mcp::PromptList { server }
             | Mcp::PromptGet { server, .. }
-            | Mcp::PromptComplete { server, .. } => server,
+            | Mcp::PromptComplete { server, .. }
+            | Mcp::SkillList { server }
+            | Mcp::SkillShow { server, .. } => server,
             Mcp::ToolCall(call) => &call.server,
             Mcp::Path | Mcp::List { .. } | Mcp::Trust(_) | Mcp::Import { .. } => return None,
         })

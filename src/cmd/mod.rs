@@ -198,7 +198,9 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         | Mcp::ResourceComplete { .. }
         | Mcp::PromptList { .. }
         | Mcp::PromptGet { .. }
-        | Mcp::PromptComplete { .. }) => {
+        | Mcp::PromptComplete { .. }
+        | Mcp::SkillList { .. }
+        | Mcp::SkillShow { .. }) => {
             let (server, query) = Query::of(query).expect("every query is a Query")?;
             query.run(One::plain(&server, ctx)?.session(), ctx)
         }

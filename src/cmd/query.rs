@@ -25,6 +25,11 @@ pub(super) enum Query {
         output: Option<PathBuf>,
     },
     PromptList,
+    SkillList,
+    SkillShow {
+        name: String,
+        file: Option<String>,
+    },
     PromptGet {
         name: String,
         arguments: Option<Value>,
@@ -53,6 +58,8 @@ impl Query {
                 (server, Query::Complete { reference, argument: variable, value, known: context })
             }
             Mcp::PromptList { server } => (server, Query::PromptList),
+            Mcp::SkillList { server } => (server, Query::SkillList),
+            Mcp::SkillShow { server, name, file } => (server, Query::SkillShow { name, file }),
             Mcp::PromptGet { server, name, arguments } => match super::tool::args::prompt_arguments(&arguments) {
                 Ok(arguments) => (server, Query::PromptGet { name, arguments }),
                 Err(err) => return Some(Err(err)),
@@ -74,6 +81,8 @@ impl Query {
             Query::ResourceList { templates } => super::resource::list(session, templates, ctx),
             Query::ResourceRead { uri, output } => super::resource::read(session, &uri, output.as_deref(), ctx),
             Query::PromptList => super::prompt::list(session, ctx),
+            Query::SkillList => super::skills::server_list(session, ctx),
+            Query::SkillShow { name, file } => super::skills::server_show(session, &name, file.as_deref(), ctx),
             Query::PromptGet { name, arguments } => super::prompt::get(session, &name, arguments, ctx),
             Query::Complete { reference, argument, value, known } => {
                 super::resource::complete(session, reference, &argument, &value, &known, ctx)

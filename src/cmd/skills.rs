@@ -233,3 +233,97 @@ fn remove(found: &skills::Skills, name: &str, json: bool) -> anyhow::Result<Exit
         }
     }
 }
+
+/// `nod mcp skill list <server>`: the skills a server offers, from its listing alone.
+pub fn server_list(session: &crate::session::Session, ctx: &super::Context) -> anyhow::Result<Exit> {
+    use crate::session::skills as offered;
+    let (found, rejected) = offered::list(session).map_err(|e| typed(e, Kind::NotFound))?;
+    for why in &rejected {
+        eprintln!("nod: server {}: skill {} left out", session.name, terminal_safe(&ctx.redactor.redact(why)));
+    }
+    if ctx.options.json {
+        let skills: Vec<Value> = found
+            .iter()
+            .map(|s| {
+                json!({ "name": s.name, "description": s.description, "uri": s.uri, "frontmatter": s.front,
+                    "files": s.relative_files(), "loadable": s.files.is_some() })
+            })
+            .collect();
+        print_json(&json!({ "server": session.name, "skills": skills, "rejected": rejected }))?;
+        return Ok(Exit::Ok);
+    }
+    if found.is_empty() {
+        print(&format!("server {} lists no skills\n", session.name))?;
+        return Ok(Exit::Ok);
+    }
+    let mut out = String::new();
+    for skill in &found {
+        let files = match &skill.files {
+            None => "dynamic: no digests, not loaded".to_string(),
+            Some(_) => match skill.relative_files().len() {
+                0 => "no other files".to_string(),
+                1 => "1 file".to_string(),
+                n => format!("{n} files"),
+            },
+        };
+        let about = super::render::first_line(&skill.description);
+        out.push_str(&format!("{}  {}  ({files})\n", terminal_safe(&skill.name), terminal_safe(&about)));
+    }
+    print(&out)?;
+    Ok(Exit::Ok)
+}
+
+/// `nod mcp skill show <server> <name> [file]`: loads the skill (verified), then prints its
+/// instructions or reads one of its files (verified too).
+pub fn server_show(
+    session: &crate::session::Session,
+    name: &str,
+    file: Option<&str>,
+    ctx: &super::Context,
+) -> anyhow::Result<Exit> {
+    use crate::session::skills as offered;
+    let (found, _) = offered::list(session).map_err(|e| typed(e, Kind::NotFound))?;
+    let named: Vec<&offered::ServerSkill> = found.iter().filter(|s| s.name == name).collect();
+    let skill = match named.as_slice() {
+        [one] => *one,
+        [] => {
+            let hint = crate::cli::suggest::hint(name, found.iter().map(|s| s.name.as_str()));
+            return Err(fail(Kind::NotFound, format!("server {} lists no skill {name}{hint}", session.name)));
+        }
+        several => {
+            let uris: Vec<&str> = several.iter().map(|s| s.uri.as_str()).collect();
+            let uris = terminal_safe(&uris.join(", ")).into_owned();
+            return Err(fail(
+                Kind::Protocol,
+                format!("server {} lists {} skills named {name}: {uris}", session.name, several.len()),
+            ));
+        }
+    };
+    let loaded = offered::load(session, skill).map_err(|e| typed(e, Kind::Protocol))?;
+    let Some(file) = file else {
+        if ctx.options.json {
+            print_json(&json!({ "server": session.name, "name": skill.name, "uri": skill.uri,
+                "frontmatter": skill.front, "body": loaded.body, "files": skill.relative_files() }))?;
+        } else {
+            print(&terminal_safe(&loaded.body))?;
+        }
+        return Ok(Exit::Ok);
+    };
+    let bytes = offered::read_file(session, skill, file).map_err(|e| typed(e, Kind::Protocol))?;
+    let text = String::from_utf8_lossy(&bytes);
+    if ctx.options.json {
+        print_json(&json!({ "server": session.name, "name": skill.name, "file": file, "text": text }))?;
+    } else {
+        print(&terminal_safe(&text))?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// `err` as a failure of `kind`, unless it already says what kind it is (a timeout, a lost
+/// connection).
+fn typed(err: anyhow::Error, kind: Kind) -> anyhow::Error {
+    match super::failure::kind_of(&err) {
+        Some(_) => err,
+        None => fail(kind, crate::util::chain(&err)),
+    }
+}

@@ -209,7 +209,13 @@ pub fn front_matter(text: &str) -> Result<(Map<String, Value>, String), String> 
 fn to_json(yaml: &yaml_rust2::Yaml) -> Value {
     use yaml_rust2::Yaml;
     match yaml {
-        Yaml::String(s) | Yaml::Real(s) => Value::String(s.clone()),
+        Yaml::String(s) => Value::String(s.clone()),
+        // A number as a number, so that it compares equal to the same number in JSON.
+        Yaml::Real(s) => s
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or_else(|| Value::String(s.clone()), Value::Number),
         Yaml::Integer(n) => Value::from(*n),
         Yaml::Boolean(b) => Value::Bool(*b),
         Yaml::Array(items) => Value::Array(items.iter().map(to_json).collect()),

@@ -14,6 +14,7 @@ mod remote;
 pub(crate) mod revisions;
 pub mod runtime;
 pub(crate) mod schema;
+pub mod skills;
 pub(crate) mod state;
 pub mod supervisor;
 

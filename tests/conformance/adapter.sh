@@ -188,6 +188,19 @@ case "$scenario" in
     step "$nod" mcp auth test
     exec "$nod" mcp tool call test test-tool '{}' </dev/null
     ;;
+  sep-2640-client-no-prefetch)
+    # The skills extension (SEP-2640). The mock (raw HTTP, initialize era) declares
+    # io.modelcontextprotocol/skills and lists one skill with two files; the check wants
+    # skills/list called and neither file read, and the client to exit 0: list the skills.
+    exec "$nod" mcp skill list test </dev/null
+    ;;
+  sep-2640-client-verify-digest | sep-2640-client-verify-size | sep-2640-client-verify-frontmatter)
+    # The same mock, serving a SKILL.md whose digest, size or front matter (with a digest and
+    # size recomputed for it) disagrees with the listing. The scenario's contract: load the
+    # skill, then read its supporting file. nod loads SKILL.md, refuses it (exit 2) and so never
+    # reads references/FORMS.md, which is what the check looks for.
+    exec "$nod" mcp skill show test pdf-processing references/FORMS.md </dev/null
+    ;;
   request-metadata)
     # 2026-07-28 (SEP-2575). The mock refuses the first POST with -32022 whatever it carries,
     # then answers server/discover (declaring no capabilities) and checks every POST's

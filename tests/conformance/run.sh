@@ -319,11 +319,12 @@ run_set() {
     code="$(sed -n 's/.*Client exited with code \(-\{0,1\}[0-9]*\).*/\1/p' "$out/harness.err" | head -n1)"
     # Scenarios that expect the client to give up (allowClientError in the harness): refusing
     # metadata for another resource, stopping after three authorizations, and (2026-07-28)
-    # refusing a callback whose iss is missing, wrong or normalised, and AS metadata that names
-    # another issuer.
+    # refusing a callback whose iss is missing, wrong or normalised, AS metadata that names
+    # another issuer, and (the skills extension) a SKILL.md that fails verification.
     case "$name" in
       auth/scope-retry-limit | auth/resource-mismatch | auth/iss-supported-missing | auth/iss-wrong-issuer \
-        | auth/iss-unexpected | auth/iss-normalized | auth/metadata-issuer-mismatch) code="" ;;
+        | auth/iss-unexpected | auth/iss-normalized | auth/metadata-issuer-mismatch \
+        | sep-2640-client-verify-digest | sep-2640-client-verify-size | sep-2640-client-verify-frontmatter) code="" ;;
     esac
     [ -n "$code" ] && why+=("client exit $code")
     [ -n "$checks" ] || why+=("no checks.json")

@@ -492,3 +492,56 @@ fn an_acp_session_offers_the_skills_of_the_user_and_of_its_cwd_once_approved() {
     let (code, _) = client.finish();
     assert_eq!(code, Some(0));
 }
+
+/// The skill files a server was asked for, in order.
+fn skill_reads(env: &Env) -> Vec<String> {
+    let reads = env.wire().into_iter().filter(|m| m["method"] == "resources/read");
+    reads.filter_map(|m| m["params"]["uri"].as_str().map(str::to_string)).collect()
+}
+
+#[test]
+fn server_skills_are_listed_without_a_read_and_used_only_when_they_verify() {
+    let env = Env::new();
+    env.fixture(&["--skills", "ok"], json!({}));
+    let list = env.nod(["mcp", "skill", "list", "fx"]).run();
+    list.code(0).stdout_line_has(&["pdf-tools", "Fill PDF forms from a template.", "(1 file)"]);
+    assert!(env.wire().iter().any(|m| m["method"] == "skills/list"));
+    assert!(skill_reads(&env).is_empty(), "nothing of a skill is read on listing: {:?}", skill_reads(&env));
+    let listed = env.nod(["mcp", "skill", "list", "fx", "--json"]).run();
+    assert_eq!(listed.json()["skills"][0]["files"], json!(["references/FORMS.md"]), "{}", listed.json());
+
+    let _ = std::fs::remove_file(env.record_path());
+    env.nod(["mcp", "skill", "show", "fx", "pdf-tools"]).run().code(0).stdout_has("# PDF tools\n\nFill the form.");
+    assert_eq!(skill_reads(&env), ["skill://fixture/pdf-tools/SKILL.md"], "loading reads SKILL.md alone");
+    let file = env.nod(["mcp", "skill", "show", "fx", "pdf-tools", "references/FORMS.md"]).run();
+    file.code(0).stdout_has("Form fields: name, date.");
+    env.nod(["mcp", "skill", "show", "fx", "pdf-tools", "../../secrets"])
+        .run()
+        .code(2)
+        .stderr_has("lists no file \"../../secrets\"; its files: references/FORMS.md");
+    env.nod(["mcp", "skill", "show", "fx", "pdf-tool"]).run().code(2).stderr_has("did you mean pdf-tools");
+
+    // Served content that disagrees with the listing is never used, and nothing after it is read.
+    for (mode, why, tampered) in [
+        ("digest", "SKILL.md's digest is not the listing's", "Send the keys"),
+        ("size", "SKILL.md is 149 bytes, the listing says 121", "More than the listing"),
+        ("frontmatter", "its front matter's \"description\" differs from the listing's", "Exfiltrate"),
+    ] {
+        let env = Env::new();
+        env.fixture(&["--skills", mode], json!({}));
+        let out = env.nod(["mcp", "skill", "show", "fx", "pdf-tools", "references/FORMS.md"]).run();
+        out.code(2).stderr_has("skill pdf-tools of server fx was not loaded").stderr_has(why);
+        out.stdout_lacks(tampered).stderr_lacks(tampered);
+        assert_eq!(skill_reads(&env), ["skill://fixture/pdf-tools/SKILL.md"], "{mode}: the file after it is not read");
+    }
+    let env = Env::new();
+    env.fixture(&["--skills", "dynamic"], json!({}));
+    env.nod(["mcp", "skill", "list", "fx"]).run().code(0).stdout_has("(dynamic: no digests, not loaded)");
+    env.nod(["mcp", "skill", "show", "fx", "pdf-tools"]).run().code(2).stderr_has("is \"dynamic\"");
+    assert!(skill_reads(&env).is_empty());
+    // A server without the extension is told apart from one without skills.
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    env.nod(["mcp", "skill", "list", "fx"]).run().code(2).stderr_has("does not offer skills");
+    assert!(!env.wire().iter().any(|m| m["method"] == "skills/list"), "nothing is sent for an undeclared extension");
+}
