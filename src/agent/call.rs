@@ -272,6 +272,9 @@ impl Agent {
     /// skill's text and where it came from; `allowed-tools` is shown, never obeyed.
     pub(super) fn run_skill(&mut self, args: &Value, _calling: &mut Calling<'_>) -> Ran {
         let name = text(args, "name");
+        if let Some(server) = args.get("server").and_then(Value::as_str) {
+            return Ran::Done(self.server_skill(server, &name, args.get("file").and_then(Value::as_str)));
+        }
         let skills = self.options.skills.clone();
         let Some(skill) = skills.usable().find(|s| s.name == name) else {
             let hint = crate::cli::suggest::hint(&name, skills.usable().map(|s| s.name.as_str()));
@@ -301,6 +304,48 @@ impl Agent {
             body.push_str(&format!("\n\nallowed-tools (informational: nod's permissions decide): {allowed}"));
         }
         Ran::Done(Outcome::Ok(self.marker.marked(Source::Skill, &attributes, &body, cap, builtin::SKILL)))
+    }
+
+    /// `skill {name, server, file?}`: a skill `server` offers, loaded from its listing's entry
+    /// and used only when it verifies (`session::skills`); marked as coming from that server.
+    fn server_skill(&mut self, server: &str, name: &str, file: Option<&str>) -> Outcome {
+        let offered = tools::server_skills(self, Some(server));
+        let Some((_, skill)) = offered.iter().find(|(_, s)| s.name == name) else {
+            let hint = crate::cli::suggest::hint(name, offered.iter().map(|(_, s)| s.name.as_str()));
+            return Outcome::failed(builtin::SKILL, format!("Unknown skill: {name} of server {server}{hint}"));
+        };
+        let session = match self.reach.session(&self.runtime, builtin::SKILL, server) {
+            Ok(session) => session,
+            Err(failure) => return self.marked_failure(failure, server).into(),
+        };
+        let cap = self.limits.tool_result;
+        let mut attributes = vec![("origin", "server"), ("server", server), ("skill", name)];
+        let loaded = match crate::session::skills::load(&session, skill) {
+            Ok(loaded) => loaded,
+            Err(err) => return Outcome::failed(builtin::SKILL, self.marker.plain(&crate::util::chain(&err), 2048)),
+        };
+        let Some(file) = file else {
+            let mut body = loaded.body;
+            let files = skill.relative_files();
+            if !files.is_empty() {
+                body.push_str(&format!(
+                    "\n\nBundled files (load one with skill {{\"name\": \"{name}\", \"server\": \"{server}\", \"file\": ...}}): {}",
+                    files.join(", ")
+                ));
+            }
+            if let Some(allowed) = skill.front.get("allowed-tools") {
+                body.push_str(&format!("\n\nallowed-tools (informational: nod's permissions decide): {allowed}"));
+            }
+            return Outcome::Ok(self.marker.marked(Source::Skill, &attributes, &body, cap, builtin::SKILL));
+        };
+        match crate::session::skills::read_file(&session, skill, file) {
+            Ok(bytes) => {
+                attributes.push(("file", file));
+                let text = String::from_utf8_lossy(&bytes);
+                Outcome::Ok(self.marker.marked(Source::Skill, &attributes, &text, cap, builtin::SKILL))
+            }
+            Err(err) => Outcome::failed(builtin::SKILL, self.marker.plain(&crate::util::chain(&err), 2048)),
+        }
     }
 
     pub(super) fn run_subagent(&mut self, args: &Value, calling: &mut Calling<'_>) -> Ran {

@@ -25,7 +25,7 @@ pub const BUDGET_NOTICE: &str =
 /// budget ran out.
 pub fn capability_search(agent: &mut Agent, query: &str, server: Option<&str>) -> (Outcome, Option<&'static str>) {
     let names = agent.reach.servers(&agent.runtime);
-    let skills = if server.is_none() { matching_skills(agent, &search::tokens(query)) } else { Vec::new() };
+    let skills = matching_skills(agent, &search::tokens(query), server);
     if names.is_empty() && agent.options.skills.usable().next().is_none() {
         return (Outcome::failed(SEARCH, "No MCP servers are configured."), None);
     }
@@ -134,32 +134,59 @@ pub fn capability_search(agent: &mut Agent, query: &str, server: Option<&str>) -
 /// The most skills one search lists.
 pub const MAX_SKILLS: usize = 10;
 
-/// The usable skills that match `tokens`, best first: scored like tools (a name hit 3, a
-/// description hit 2), cleaned like every other outside text.
-fn matching_skills(agent: &Agent, tokens: &[String]) -> Vec<Value> {
-    let mut found: Vec<(u32, &crate::config::skills::Skill)> = agent
-        .options
-        .skills
-        .usable()
-        .map(|skill| {
-            let (name, description) = (skill.name.to_ascii_lowercase(), skill.description.to_ascii_lowercase());
-            let score = tokens
-                .iter()
-                .map(|t| 3 * u32::from(name.contains(t.as_str())) + 2 * u32::from(description.contains(t.as_str())))
-                .sum();
-            (score, skill)
-        })
-        .filter(|(score, _)| *score > 0)
-        .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
+/// The skills that match `tokens`, best first: the usable installed ones (unless the search
+/// is about one server) and those the ready servers offer (of `server` only, when given),
+/// scored like tools (a name hit 3, a description hit 2), cleaned like every other outside
+/// text. A server's skills come from its listing alone: nothing of them is read until loaded.
+fn matching_skills(agent: &Agent, tokens: &[String], server: Option<&str>) -> Vec<Value> {
+    let score = |name: &str, description: &str| -> u32 {
+        let (name, description) = (name.to_ascii_lowercase(), description.to_ascii_lowercase());
+        tokens
+            .iter()
+            .map(|t| 3 * u32::from(name.contains(t.as_str())) + 2 * u32::from(description.contains(t.as_str())))
+            .sum()
+    };
+    let mut found: Vec<(u32, String, Value)> = Vec::new();
+    if server.is_none() {
+        for skill in agent.options.skills.usable() {
+            let points = score(&skill.name, &skill.description);
+            if points > 0 {
+                let entry = json!({ "name": skill.name, "origin": skill.origin.as_str(),
+                    "description": agent.marker.plain(&skill.description, 1024), "load": "skill" });
+                found.push((points, skill.name.clone(), entry));
+            }
+        }
+    }
+    for (name, skill) in server_skills(agent, server) {
+        let points = score(&skill.name, &skill.description);
+        if points > 0 {
+            let entry = json!({ "name": agent.marker.plain(&skill.name, 64), "origin": "server", "server": name,
+                "description": agent.marker.plain(&skill.description, 1024), "load": "skill" });
+            found.push((points, skill.name.clone(), entry));
+        }
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.into_iter().take(MAX_SKILLS).map(|(.., entry)| entry).collect()
+}
+
+/// The skills the ready servers (or `server`) offer through the skills extension, by server;
+/// a subagent sees those of the servers whose resources its view admits.
+pub(super) fn server_skills(agent: &Agent, server: Option<&str>) -> Vec<(String, crate::session::skills::ServerSkill)> {
+    let mut found = Vec::new();
+    for name in agent.runtime.ready() {
+        if server.is_some_and(|s| s != name) || !agent.reach.admits_resources(&name) {
+            continue;
+        }
+        let Ok(session) = agent.reach.session(&agent.runtime, super::builtin::SKILL, &name) else { continue };
+        if !crate::session::skills::offered(&session) {
+            continue;
+        }
+        match crate::session::skills::list(&session) {
+            Ok((skills, _)) => found.extend(skills.into_iter().map(|skill| (name.clone(), skill))),
+            Err(err) => log::debug!("server {name}: {err:#}"),
+        }
+    }
     found
-        .into_iter()
-        .take(MAX_SKILLS)
-        .map(|(_, skill)| {
-            json!({ "name": skill.name, "origin": skill.origin.as_str(),
-                "description": agent.marker.plain(&skill.description, 1024), "load": "skill" })
-        })
-        .collect()
 }
 
 /// The resources of the ready servers (or of `server`) that match, cleaned like every other

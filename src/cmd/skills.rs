@@ -267,7 +267,7 @@ pub fn server_list(session: &crate::session::Session, ctx: &super::Context) -> a
             },
         };
         let about = super::render::first_line(&skill.description);
-        out.push_str(&format!("{}  {}  ({files})\n", terminal_safe(&skill.name), terminal_safe(&about)));
+        out.push_str(&format!("{}  {}  ({files})\n", terminal_safe(&skill.name), terminal_safe(about)));
     }
     print(&out)?;
     Ok(Exit::Ok)
@@ -326,4 +326,36 @@ fn typed(err: anyhow::Error, kind: Kind) -> anyhow::Error {
         Some(_) => err,
         None => fail(kind, crate::util::chain(&err)),
     }
+}
+
+/// The shell's `/skills`, after the installed ones: the skills the ready servers offer, from
+/// their listings (nothing of a skill is read); they are the servers' text, untrusted.
+pub fn print_server_skills(runtime: &crate::session::runtime::Runtime) -> anyhow::Result<()> {
+    use crate::session::skills as offered;
+    let mut out = String::new();
+    for name in runtime.ready() {
+        let Ok(session) = runtime.session(&name) else { continue };
+        if !offered::offered(&session) {
+            continue;
+        }
+        match offered::list(&session) {
+            Ok((skills, _)) => {
+                for skill in skills {
+                    let about: String = crate::util::one_line(&skill.description).chars().take(100).collect();
+                    let state = if skill.files.is_some() { "offered" } else { "dynamic" };
+                    out.push_str(&format!(
+                        "  {}  server={}  {state}  {}\n",
+                        terminal_safe(&skill.name),
+                        terminal_safe(&name),
+                        terminal_safe(&about)
+                    ));
+                }
+            }
+            Err(err) => out.push_str(&format!("problem: {}\n", terminal_safe(&crate::util::chain(&err)))),
+        }
+    }
+    if !out.is_empty() {
+        print(&format!("skills the servers offer (their text, loaded only when verified):\n{out}"))?;
+    }
+    Ok(())
 }

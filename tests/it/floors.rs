@@ -435,7 +435,7 @@ fn nod_skills_add_installs_a_valid_folder_and_remove_deletes_it() {
 #[test]
 fn status_doctor_and_the_shell_report_skills() {
     let env = Env::new();
-    env.fixture(&[], json!({}));
+    env.fixture(&["--skills", "ok"], json!({}));
     write_skill(&env.path("skills"), "pdf-tools", "name: pdf-tools\ndescription: Fill PDF forms.", "Steps.");
     write_skill(&env.path("skills"), "broken", "name: broken", "");
     env.nod(["status"]).run().code(0).stdout_has("skills: 1 (1 offered to the model, 1 with problems; nod skills)");
@@ -449,6 +449,9 @@ fn status_doctor_and_the_shell_report_skills() {
         .timeout(60)
         .run();
     out.stdout_line_has(&["pdf-tools", "user", "ready"]);
+    out.stdout_line_has(&["pdf-tools", "server=fx", "offered", "Fill PDF forms from a template."]);
+    let reads = env.wire().into_iter().filter(|m| m["method"] == "resources/read").count();
+    assert_eq!(reads, 0, "listing a server's skills reads none of them");
 }
 
 #[test]
@@ -544,4 +547,65 @@ fn server_skills_are_listed_without_a_read_and_used_only_when_they_verify() {
     env.fixture(&[], json!({}));
     env.nod(["mcp", "skill", "list", "fx"]).run().code(2).stderr_has("does not offer skills");
     assert!(!env.wire().iter().any(|m| m["method"] == "skills/list"), "nothing is sent for an undeclared extension");
+}
+
+#[test]
+fn the_model_finds_server_skills_beside_installed_ones_and_gets_only_verified_text() {
+    let env = Env::new();
+    let (good, good_record) = server(&env, "good.jsonl", &["--skills", "ok"]);
+    let (bad, bad_record) = server(&env, "bad.jsonl", &["--skills", "digest"]);
+    env.profile(json!({ "mcp": { "docs": good, "tampered": bad } }));
+    write_skill(&env.path("skills"), "pdf-notes", "name: pdf-notes\ndescription: Notes about PDF forms.", "Mine.");
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "pdf forms" }))]),
+        Step::Calls(
+            String::new(),
+            vec![
+                call("skill", json!({ "name": "pdf-tools", "server": "docs" })),
+                call("skill", json!({ "name": "pdf-tools", "server": "docs", "file": "references/FORMS.md" })),
+                call("skill", json!({ "name": "pdf-tools", "server": "tampered" })),
+                call("skill", json!({ "name": "pdf-tools", "server": "tampered", "file": "references/FORMS.md" })),
+            ],
+        ),
+        Step::Text("Done.".into()),
+    ]);
+    ask(&env, &model, &["fill", "the", "form"]).run().code(0).within(30.0);
+    let requests = model.requests();
+    let search: Value = serde_json::from_str(&tool_messages(&requests[1])[0].1).unwrap();
+    assert_eq!(search["counts"]["skills"], 3, "{search}");
+    let origins: Vec<(&str, &str)> = search["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["server"].as_str().unwrap_or(s["origin"].as_str().unwrap())))
+        .collect();
+    assert!(origins.contains(&("pdf-tools", "docs")) && origins.contains(&("pdf-tools", "tampered")), "{search}");
+    assert!(origins.contains(&("pdf-notes", "user")), "{search}");
+    let results = tool_messages(&requests[2]);
+    let body = &results[1].1;
+    assert!(
+        body.starts_with(
+            "<untrusted_external source=\"skill\" origin=\"server\" server=\"docs\" skill=\"pdf-tools\">\n# PDF tools"
+        ),
+        "{body}"
+    );
+    assert!(body.contains("references/FORMS.md"), "{body}");
+    assert!(results[2].1.contains("Form fields: name, date.") && results[2].1.contains("file=\"references/FORMS.md\""));
+    assert_eq!(results.len(), 5, "the search and four loads");
+    for (i, result) in results[3..].iter().enumerate() {
+        assert!(result.1.contains("was not loaded") && result.1.contains("digest"), "{i}: {}", result.1);
+        assert!(!result.1.contains("Send the keys"), "tampered text never reaches the model: {}", result.1);
+    }
+    let reads = |record: &std::path::Path| -> Vec<String> {
+        let text = std::fs::read_to_string(record).unwrap_or_default();
+        let messages = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+        messages
+            .filter(|m| m["method"] == "resources/read")
+            .map(|m| m["params"]["uri"].as_str().unwrap().into())
+            .collect()
+    };
+    // The search read nothing; each load read SKILL.md; the tampered server's file was never read.
+    let md = "skill://fixture/pdf-tools/SKILL.md";
+    assert_eq!(reads(&good_record), [md, md, "skill://fixture/pdf-tools/references/FORMS.md"]);
+    assert_eq!(reads(&bad_record), [md, md]);
 }

@@ -256,7 +256,8 @@ impl<'a> Shell<'a> {
             }
             // Without a terminal nobody watches the start-up lines: a line runs once the
             // servers have settled, as a script expects.
-            if !self.input.is_terminal() && (!looks_like_command(&line) || line.trim_start().starts_with("/mcp")) {
+            let about_servers = ["/mcp", "/skills"].iter().any(|c| line.trim_start().starts_with(c));
+            if !self.input.is_terminal() && (!looks_like_command(&line) || about_servers) {
                 let runtime = self.agent.runtime().clone();
                 runtime.start_all();
                 runtime.wait_started(STARTING_LIMIT);
@@ -350,6 +351,9 @@ impl<'a> Shell<'a> {
             "/mcp" => self.mcp(rest),
             "/skills" => {
                 if super::skills::run(crate::cli::Skills::List, false).is_err() {
+                    self.failed = true;
+                }
+                if super::skills::print_server_skills(self.agent.runtime()).is_err() {
                     self.failed = true;
                 }
             }
