@@ -609,3 +609,31 @@ fn the_model_finds_server_skills_beside_installed_ones_and_gets_only_verified_te
     assert_eq!(reads(&good_record), [md, md, "skill://fixture/pdf-tools/references/FORMS.md"]);
     assert_eq!(reads(&bad_record), [md, md]);
 }
+
+#[test]
+fn oversized_and_symlinked_skills_are_reported_and_never_followed_while_the_rest_load() {
+    let env = Env::new();
+    let user = env.path("skills");
+    write_skill(&user, "good", "name: good\ndescription: A fine skill.", "Fine.");
+    let big = "x".repeat(300 * 1024);
+    write_skill(&user, "huge", "name: huge\ndescription: Too long.", &big);
+    // A folder that is a symlink to a skill elsewhere, and a SKILL.md that is one.
+    let elsewhere = env.path("elsewhere");
+    write_skill(&elsewhere, "linked", "name: linked\ndescription: Lives elsewhere.", "Outside.");
+    std::os::unix::fs::symlink(elsewhere.join("linked"), user.join("linked")).unwrap();
+    std::fs::create_dir_all(user.join("fake")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("linked/SKILL.md"), user.join("fake/SKILL.md")).unwrap();
+    // A bundled file that is a symlink out of the folder is not one of the skill's files.
+    std::fs::write(env.path("secret.txt"), "CANARY-SECRET").unwrap();
+    std::os::unix::fs::symlink(env.path("secret.txt"), user.join("good/notes.md")).unwrap();
+
+    let out = env.nod(["skills"]).run();
+    out.code(2).stdout_line_has(&["good", "user", "ready"]);
+    out.stdout_line_has(&["huge/SKILL.md", "bytes, over the 256 KiB nod reads; shorten it"]);
+    out.stdout_line_has(&["skills/linked", "a symlink, not followed"]);
+    out.stdout_line_has(&["fake/SKILL.md", "SKILL.md is a symlink, which nod does not follow"]);
+    out.stdout_lacks("Lives elsewhere");
+    let shown = env.nod(["skills", "show", "good"]).run();
+    shown.code(0).stdout_has("Fine.").stdout_lacks("notes.md");
+    env.nod(["skills", "show", "linked"]).run().code(2).stderr_has("no skill named linked");
+}
