@@ -637,3 +637,30 @@ fn oversized_and_symlinked_skills_are_reported_and_never_followed_while_the_rest
     shown.code(0).stdout_has("Fine.").stdout_lacks("notes.md");
     env.nod(["skills", "show", "linked"]).run().code(2).stderr_has("no skill named linked");
 }
+
+#[test]
+fn an_acp_session_offers_the_skills_of_its_servers_verified() {
+    let env = Env::new();
+    let mut docs = fixture_server(&env, "docs");
+    docs["args"] = json!(["--skills", "ok", "--record", env.record_path()]);
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "pdf forms" }))]),
+        Step::Calls(String::new(), vec![call("skill", json!({ "name": "pdf-tools", "server": "docs" }))]),
+        Step::Text("Loaded.".into()),
+    ]);
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let session = client.new_session(&cwd(&env), json!([docs]));
+    let id = prompt(&mut client, &session, "fill a pdf form");
+    let answer = client.until_answer(id);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = model.requests();
+    let search: Value = serde_json::from_str(&tool_messages(&requests[1])[0].1).unwrap();
+    assert_eq!(search["skills"][0]["server"], "docs", "{search}");
+    assert_eq!(search["skills"][0]["origin"], "server", "{search}");
+    let loaded = &tool_messages(&requests[2])[1].1;
+    assert!(loaded.starts_with("<untrusted_external source=\"skill\" origin=\"server\" server=\"docs\""), "{loaded}");
+    assert!(loaded.contains("Fill the form."), "{loaded}");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+}
