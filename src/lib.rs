@@ -35,6 +35,7 @@ pub mod mcp;
 pub(crate) mod net;
 pub mod oauth;
 pub mod provider;
+pub mod saved;
 pub mod session;
 pub mod sha256;
 pub mod transport;

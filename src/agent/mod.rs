@@ -25,6 +25,7 @@ pub(crate) mod text;
 pub(crate) mod tools;
 mod turn;
 pub use turn::STEP_LIMIT;
+pub(crate) use turn::keep_answered;
 
 use std::sync::Arc;
 
@@ -216,6 +217,8 @@ pub struct Agent {
     marker: Marker,
     /// Named subagents, kept for this agent's lifetime.
     children: subagent::Children,
+    /// Where the conversation is saved as it goes, when it is.
+    recorder: Option<crate::saved::Recorder>,
 }
 
 impl Agent {
@@ -246,7 +249,34 @@ impl Agent {
             reach: Reach::Runtime,
             marker,
             children: subagent::Children::default(),
+            recorder: None,
         }
+    }
+
+    /// Saves the conversation from now on with `recorder` (every message as it is added).
+    pub fn save_to(&mut self, recorder: crate::saved::Recorder) {
+        self.recorder = Some(recorder);
+    }
+
+    /// The id of the session the conversation is saved in, if it is.
+    pub fn saved_id(&self) -> Option<&str> {
+        self.recorder.as_ref().map(crate::saved::Recorder::id)
+    }
+
+    /// Goes on from a saved conversation: `messages` (as `saved::for_model` made them) are
+    /// the history the next turn is sent with.
+    pub fn continue_from(&mut self, messages: Vec<Message>) {
+        self.history = messages;
+    }
+
+    /// Saves what of `messages` past `*saved` is not saved yet.
+    fn save_new(&mut self, messages: &[Message], saved: &mut usize) {
+        if let Some(recorder) = self.recorder.as_mut() {
+            for message in &messages[(*saved).min(messages.len())..] {
+                recorder.append(message);
+            }
+        }
+        *saved = messages.len();
     }
 
     /// What this agent shares with its subagents: a front end that closes the agent's session

@@ -33,6 +33,9 @@ impl Agent {
         cancel.on_fire(move || engine.cancel_group(group, "client cancelled"));
         let mut turn = Turn::default();
         let mut within = vec![Message::User(prompt.to_string())];
+        // Saved as it goes: a kill loses at most the message being written.
+        let mut saved = 0;
+        self.save_new(&within, &mut saved);
         let end = loop {
             if cancel.is_fired() {
                 break End::Interrupted;
@@ -61,6 +64,7 @@ impl Agent {
                 if completion.text.trim().is_empty() && turn.tool_steps_without_text >= 2 && !turn.summarized {
                     turn.summarized = true;
                     within.push(Message::User(SUMMARIZE.into()));
+                    self.save_new(&within, &mut saved);
                     continue;
                 }
                 let text =
@@ -70,15 +74,18 @@ impl Agent {
                     turn.add_text(&text);
                 }
                 within.push(Message::Assistant { text: text.clone(), calls: Vec::new() });
+                self.save_new(&within, &mut saved);
                 break End::Completed(text);
             }
             turn.tool_steps_without_text =
                 if completion.text.trim().is_empty() { turn.tool_steps_without_text + 1 } else { 0 };
             within.push(Message::Assistant { text: completion.text.clone(), calls: completion.calls.clone() });
+            self.save_new(&within, &mut saved);
             let step = self.run_calls(&completion, group, surface, cancel, &mut turn);
             let Step { results, notes, end, all_malformed } = step;
             within.extend(results);
             within.extend(notes.into_iter().map(Message::User));
+            self.save_new(&within, &mut saved);
             match end {
                 Some(CallEnd::Interrupted) => break End::Interrupted,
                 Some(CallEnd::InputRequired(input)) => break End::InputRequired(input),
@@ -189,7 +196,11 @@ impl Agent {
                     "The previous response ended before completion ({}).",
                     error.as_deref().unwrap_or("stopped")
                 );
-                self.history.push(Message::Assistant { text: note, calls: Vec::new() });
+                let note = Message::Assistant { text: note, calls: Vec::new() };
+                if let Some(recorder) = self.recorder.as_mut() {
+                    recorder.append(&note);
+                }
+                self.history.push(note);
             }
         }
         Report {
@@ -206,18 +217,27 @@ impl Agent {
     }
 }
 
-/// Drops tool calls that have no result (a cancelled step), so the history stays valid.
-fn keep_answered(messages: Vec<Message>) -> Vec<Message> {
-    let answered: Vec<String> = messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { call_id, .. } => Some(call_id.clone()),
-            _ => None,
-        })
-        .collect();
+/// Drops tool calls that have no result (a cancelled step), so the history stays valid. A
+/// call is answered by a tool message with its id after it and before the next model
+/// message (ids need not be unique across steps: some endpoints number them per step).
+pub(crate) fn keep_answered(messages: Vec<Message>) -> Vec<Message> {
+    let mut answered = vec![Vec::new(); messages.len()];
+    let mut step = None;
+    for (i, message) in messages.iter().enumerate() {
+        match message {
+            Message::Assistant { .. } => step = Some(i),
+            Message::Tool { call_id, .. } => {
+                if let Some(step) = step {
+                    answered[step].push(call_id.clone());
+                }
+            }
+            _ => {}
+        }
+    }
     messages
         .into_iter()
-        .map(|m| match m {
+        .zip(answered)
+        .map(|(m, answered)| match m {
             Message::Assistant { text, calls } => {
                 Message::Assistant { text, calls: calls.into_iter().filter(|c| answered.contains(&c.id)).collect() }
             }

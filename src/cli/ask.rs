@@ -30,6 +30,11 @@ pub struct Ask {
     pub system: Option<String>,
     pub model: Option<String>,
     pub max_steps: Option<usize>,
+    /// `-c`: go on with the most recent session of this workspace.
+    pub continue_last: bool,
+    /// `--resume ID`: go on with that session (a unique prefix of its id).
+    pub resume: Option<String>,
+    pub no_save: bool,
 }
 
 /// `nod acp`: an ACP agent on stdin and stdout.
@@ -83,6 +88,9 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
         system: None,
         model: None,
         max_steps: None,
+        continue_last: false,
+        resume: None,
+        no_save: false,
     };
     let mut words: Vec<String> = Vec::new();
     while let Some(arg) = parser.next().map_err(lex(page))? {
@@ -95,6 +103,9 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
             Short('q') | Long("quiet") => ask.quiet = true,
             Long("prompt-permissions") => ask.prompt_permissions = true,
             Long("no-stdin") => ask.no_stdin = true,
+            Short('c') | Long("continue") => ask.continue_last = true,
+            Long("resume") => ask.resume = Some(string(parser, page)?),
+            Long("no-save") => ask.no_save = true,
             Short('s') | Long("system") => ask.system = Some(string(parser, page)?),
             Short('m') | Long("model") => ask.model = Some(string(parser, page)?),
             Long("max-steps") => {
@@ -116,6 +127,9 @@ pub(super) fn parse_ask(parser: &mut lexopt::Parser, globals: Globals) -> Parsed
                 return Err(err);
             }
         }
+    }
+    if ask.continue_last && ask.resume.is_some() {
+        return Err(usage(page, "--continue and --resume each name the session to go on with; give one"));
     }
     ask.prompt = words.join(" ");
     Ok(Command::Ask(ask))

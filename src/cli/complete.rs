@@ -157,6 +157,14 @@ pub fn candidates(words: &[String], names: &Names) -> Vec<(String, String)> {
         };
         return filter(found, current);
     }
+    // `nod sessions` too: its actions (session ids are not completed: list shows them).
+    if path == "sessions" {
+        let found = match positional.as_slice() {
+            [] => pairs(&[("list", "action"), ("show", "action"), ("rm", "action"), ("prune", "action")]),
+            _ => Vec::new(),
+        };
+        return filter(found, current);
+    }
     let Some(command) = command else {
         if positional.is_empty() {
             return filter(subcommands(&path), current);
@@ -271,11 +279,15 @@ mod tests {
         };
         names.tools.insert("fx".into(), vec!["echo".into(), "add".into()]);
         let c = |line: &str| names_of(candidates(&words(line), &names));
-        assert_eq!(c(""), ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "completions", "help"]);
+        assert_eq!(
+            c(""),
+            ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "sessions", "completions", "help"]
+        );
         assert!(c("ask --pr").contains(&"--prompt-permissions".to_string()));
         assert_eq!(c("mcp to"), ["tool"]);
         assert_eq!(c("skills show p"), ["pdf-tools"]);
         assert_eq!(c("skills trust a"), ["approve", "approve-all"]);
+        assert_eq!(c("sessions p"), ["prune"]);
 
         assert_eq!(c("mcp tool "), ["list", "show", "call"]);
         assert_eq!(c("mcp tool call f"), ["fx", "files"]);

@@ -115,6 +115,12 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag { long: "open", short: None, value: None, about: "With auth: launch the browser on the authorization URL." },
     Flag {
+        long: "older-than",
+        short: None,
+        value: Some("AGE"),
+        about: "With sessions prune: the sessions last written longer ago than AGE go (30d, 12h, 90m, 45s; a bare number is days).",
+    },
+    Flag {
         long: "yes",
         short: Some('y'),
         value: None,
@@ -186,6 +192,24 @@ pub const FLAGS: &[Flag] = &[
         short: Some('m'),
         value: Some("ID"),
         about: "With ask and acp: the model for this run, over NOD_MODEL and the model of settings.json.",
+    },
+    Flag {
+        long: "continue",
+        short: Some('c'),
+        value: None,
+        about: "With ask: go on with the most recent saved session of this workspace (the model gets that conversation as it was, with the servers and tools of now).",
+    },
+    Flag {
+        long: "resume",
+        short: None,
+        value: Some("ID"),
+        about: "With ask: go on with saved session ID (a unique prefix is enough; nod sessions list shows them).",
+    },
+    Flag {
+        long: "no-save",
+        short: None,
+        value: None,
+        about: "With ask: do not save this conversation (nor its continuation) in $NOD_HOME/sessions; \"save_sessions\": false in settings.json turns saving off everywhere.",
     },
     Flag {
         long: "max-steps",
@@ -505,6 +529,9 @@ pub const COMMANDS: &[Command] = &[
             "system",
             "model",
             "max-steps",
+            "continue",
+            "resume",
+            "no-save",
             "full-access",
             "yolo",
             "context-limit",
@@ -517,6 +544,7 @@ pub const COMMANDS: &[Command] = &[
             ),
             ("git diff | nod ask review this change", "Piped input rides along with the question."),
             ("nod ask --json \"list open issues\" | jq -r .final_output", "For scripts: one JSON object at the end."),
+            ("nod ask -c \"and the closed ones?\"", "A follow-up: the last conversation of this workspace goes on."),
             ("nod ask --prompt-permissions \"tidy ~/notes\"", "Approve each action on the terminal."),
         ],
     },
@@ -582,6 +610,23 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        path: "sessions",
+        usage: &[
+            "nod sessions [list] [--json]",
+            "nod sessions show <id> [--json]",
+            "nod sessions rm <id>",
+            "nod sessions prune --older-than AGE",
+        ],
+        about: "The saved conversations. nod ask saves each conversation as it goes in $NOD_HOME/sessions/<id>.jsonl (0600): what the model saw, with configured secrets redacted; nod ask -c goes on with the most recent one of this workspace, --resume <id> with any (a unique prefix of the id is enough), --no-save (or \"save_sessions\": false in settings.json) saves nothing. list shows each with its id, age, workspace, surface, message count and title, the most recent first; show prints one conversation with its tool calls summarised; rm deletes one; prune deletes those last written longer ago than AGE (30d, 12h, 90m).",
+        flags: &["json", "older-than"],
+        args: &[],
+        examples: &[
+            ("nod sessions", "The saved conversations, the most recent first."),
+            ("nod sessions show 3fa9", "One conversation."),
+            ("nod sessions prune --older-than 30d", "Forget those a month old."),
+        ],
+    },
+    Command {
         path: "completions",
         usage: &["nod completions bash|zsh|fish"],
         about: "Print a completion script for the shell. It completes commands and flags, server names from the profile, and tool and prompt names that earlier listings (tool list, tool call, prompt list, list --connect) saved in $NOD_HOME/completion.json; nothing connects to a server while you complete.",
@@ -615,6 +660,8 @@ pub const NOD_OVERVIEW: &[(&str, &str)] = &[
     ("nod permissions [--json]", "Show the permission mode and rules, with their sources."),
     ("nod status [--json]", "Show configuration, without connecting."),
     ("nod doctor [--json]", "Check the configuration and print the fix for each finding."),
+    ("nod skills [command]", "The installed Agent Skills, their origin and trust."),
+    ("nod sessions [command]", "The saved conversations: list, show, rm, prune."),
     ("nod completions bash|zsh|fish", "Print a shell completion script."),
     ("nod help [command]", "Show this help, or a command's."),
 ];
@@ -738,7 +785,7 @@ mod tests {
     fn paths_and_groups() {
         assert_eq!(
             next_words(""),
-            ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "completions", "help"]
+            ["mcp", "ask", "acp", "permissions", "status", "doctor", "skills", "sessions", "completions", "help"]
         );
         assert_eq!(next_words("mcp tool"), ["list", "show", "call"]);
         assert_eq!(page(&["mcp", "tool"]), Some(Page::Command("mcp tool")));

@@ -48,6 +48,11 @@ pub enum Command {
         action: Skills,
         json: bool,
     },
+    /// `nod sessions list|show|rm|prune`.
+    Sessions {
+        action: Sessions,
+        json: bool,
+    },
     /// `nod completions bash|zsh|fish`.
     Completions(complete::Shell),
     /// `nod __complete WORD...`: the candidates for the last word, for the completion
@@ -183,6 +188,16 @@ impl Mcp {
     pub fn carries_secret(&self) -> bool {
         matches!(self, Mcp::Add(_) | Mcp::AddJson { .. })
     }
+}
+
+/// `nod sessions ...`: the saved conversations.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sessions {
+    List,
+    Show(String),
+    Remove(String),
+    /// Remove the sessions last written longer ago than this.
+    Prune(std::time::Duration),
 }
 
 /// `nod skills ...`.

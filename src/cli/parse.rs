@@ -103,6 +103,51 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
                     };
                     Ok(Command::Skills { action, json })
                 }
+                "sessions" => {
+                    let page = Page::Command("sessions");
+                    let (mut json, mut older, mut words) = (false, None, Vec::new());
+                    while let Some(arg) = parser.next().map_err(lex(page))? {
+                        match arg {
+                            Long("json") => json = true,
+                            Long("older-than") => {
+                                let text = string(&mut parser, page)?;
+                                older = Some(crate::saved::parse_age(&text).ok_or_else(|| {
+                                    usage(
+                                        page,
+                                        format!("--older-than takes an age such as 30d, 12h or 90m, not {text:?}"),
+                                    )
+                                })?);
+                            }
+                            Short('h') | Long("help") => return Ok(Command::Help(page)),
+                            Value(word) => words.push(word.into_string().map_err(|_| usage(page, "not valid UTF-8"))?),
+                            other => {
+                                return Err(unknown_option(
+                                    page,
+                                    other,
+                                    &["json", "older-than", "help"],
+                                    "nod sessions",
+                                ));
+                            }
+                        }
+                    }
+                    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                    let action = match (words.as_slice(), older) {
+                        (["list"] | [], None) => super::Sessions::List,
+                        (["show", id], None) => super::Sessions::Show(id.to_string()),
+                        (["rm" | "remove", id], None) => super::Sessions::Remove(id.to_string()),
+                        (["prune"], Some(age)) => super::Sessions::Prune(age),
+                        (["prune"], None) => {
+                            return Err(usage(page, "nod sessions prune needs --older-than AGE (30d, 12h)"));
+                        }
+                        _ => {
+                            return Err(usage(
+                                page,
+                                "usage: nod sessions list | show <id> | rm <id> | prune --older-than AGE",
+                            ));
+                        }
+                    };
+                    Ok(Command::Sessions { action, json })
+                }
                 "completions" => {
                     let page = Page::Command("completions");
                     let mut shell = None;

@@ -41,6 +41,11 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     let surface =
         setup::Surface::Ask { model: ask.model.as_deref(), max_steps: ask.max_steps, system: ask.system.as_deref() };
     let setup = setup::prepare(&surface, &ask.globals, &ctx.redactor, &setup::process_env)?;
+    let home = crate::config::home()?;
+    let workspace = crate::config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let workspace = workspace.display().to_string();
+    let continued = session_to_continue(ask, &home, &workspace)?;
+    let save = !ask.no_save && !setup.settings.save_sessions_off;
     for issue in &setup.issues {
         eprintln!("nod: {issue}");
     }
@@ -63,6 +68,10 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         anyhow::bail!("a required MCP server could not start");
     }
     let mut agent = setup.agent(runtime.clone(), asked);
+    if let Err(err) = attach_session(&mut agent, continued.as_deref(), save, &home, &workspace, &prompt, ctx) {
+        runtime.shutdown();
+        return Err(err);
+    }
     let tty = if ask.prompt_permissions { Term::tty(ctx.interrupt.clone()) } else { None };
     let mut surface = AskSurface {
         progress_shown: None,
@@ -78,7 +87,71 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     };
     let report = agent.turn(&prompt, &mut surface, &ctx.interrupt);
     runtime.shutdown();
-    surface.end(&report, agent.model())
+    let id = agent.saved_id().unwrap_or_default().to_string();
+    surface.end(&report, agent.model(), &id)
+}
+
+/// The saved session a run goes on with (`-c`, `--resume`), found before anything starts.
+fn session_to_continue(ask: &Ask, home: &std::path::Path, workspace: &str) -> anyhow::Result<Option<String>> {
+    match (&ask.resume, ask.continue_last) {
+        (Some(prefix), _) => crate::saved::resolve(home, prefix).map(Some),
+        (None, true) => match crate::saved::latest(home, workspace) {
+            Some(id) => Ok(Some(id)),
+            None => {
+                anyhow::bail!("no saved session of this workspace ({workspace}) to continue; see nod sessions list")
+            }
+        },
+        (None, false) => Ok(None),
+    }
+}
+
+/// Sets `agent` up to go on with session `continued` (its conversation as the model saw it),
+/// and to save, unless saving is off: into that session, or a new one titled by `prompt`.
+fn attach_session(
+    agent: &mut crate::agent::Agent,
+    continued: Option<&str>,
+    save: bool,
+    home: &std::path::Path,
+    workspace: &str,
+    prompt: &str,
+    ctx: &Context,
+) -> anyhow::Result<()> {
+    use crate::saved::{self, Meta, Recorder};
+    let Some(id) = continued else {
+        if save {
+            let meta = Meta {
+                id: String::new(),
+                created: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                workspace: workspace.to_string(),
+                model: agent.model().to_string(),
+                surface: "ask".into(),
+                title: saved::title_of(prompt, &ctx.redactor),
+            };
+            match Recorder::create(home, meta, ctx.redactor.clone()) {
+                Ok(recorder) => agent.save_to(recorder),
+                Err(err) => eprintln!("nod: {err:#}; this conversation is not saved"),
+            }
+        }
+        return Ok(());
+    };
+    let loaded = saved::load(home, id)?;
+    for warning in &loaded.warnings {
+        eprintln!("nod: {warning}");
+    }
+    let ended =
+        matches!(loaded.messages.last(), Some(crate::provider::Message::Assistant { calls, .. }) if calls.is_empty());
+    let history = saved::for_model(loaded.messages);
+    if save {
+        let mut recorder = Recorder::resume(home, id, ctx.redactor.clone())?;
+        // The note that closed a turn the process did not finish is saved, so the next
+        // continuation sends the same conversation again.
+        if !ended && let Some(note) = history.last() {
+            recorder.append(note);
+        }
+        agent.save_to(recorder);
+    }
+    agent.continue_from(history);
+    Ok(())
 }
 
 /// The words with piped stdin after them as a `<stdin>` block that nothing inside can close
@@ -178,7 +251,7 @@ impl AskSurface {
     }
 
     /// Prints the end of the run and says how it exits.
-    fn end(&mut self, report: &Report, model: &str) -> anyhow::Result<Exit> {
+    fn end(&mut self, report: &Report, model: &str, session_id: &str) -> anyhow::Result<Exit> {
         let exit = match report.status {
             Status::Completed => Exit::Ok,
             Status::Failed => Exit::ToolError,
@@ -196,7 +269,7 @@ impl AskSurface {
                 .map(|(name, ok)| json!({ "name": name, "status": if *ok { "success" } else { "failure" } }))
                 .collect();
             let mut out = json!({ "output": report.output, "final_output": report.final_output, "exit_code": exit as u8,
-                "model": model, "session_id": "", "steps": report.steps, "tool_calls": calls, "usage": usage,
+                "model": model, "session_id": session_id, "steps": report.steps, "tool_calls": calls, "usage": usage,
                 "status": report.status.as_str() });
             if let Some(error) = &report.error {
                 out["error"] = json!(self.redactor.redact(error));

@@ -21,6 +21,7 @@ mod prompt;
 mod query;
 mod render;
 mod resource;
+mod sessions;
 mod setup;
 mod shell;
 mod skills;
@@ -76,9 +77,10 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
             );
             (options.json, mcp.server().map(str::to_string), if edits { Kind::Config } else { Kind::Connection })
         }
-        Command::Status { json } | Command::Doctor { json } | Command::Skills { json, .. } => {
-            (*json, None, Kind::Config)
-        }
+        Command::Status { json }
+        | Command::Doctor { json }
+        | Command::Skills { json, .. }
+        | Command::Sessions { json, .. } => (*json, None, Kind::Config),
         _ => (false, None, Kind::Usage),
     };
     let result = match command {
@@ -98,6 +100,7 @@ pub fn run(command: Command, ctx: &Context) -> Exit {
         Command::Status { json } => status::status(json),
         Command::Doctor { json } => status::doctor(json),
         Command::Skills { action, json } => skills::run(action, json),
+        Command::Sessions { action, json } => sessions::run(action, json),
     };
     finish(result, json, server.as_deref(), fallback, ctx)
 }

@@ -33,6 +33,8 @@ pub struct AgentSettings {
     pub first_call_tool_choice_none: bool,
     /// `prompt_history.enabled: false`: the shell keeps no history file.
     pub prompt_history_off: bool,
+    /// `save_sessions: false`: no conversation is saved.
+    pub save_sessions_off: bool,
     pub issues: Vec<String>,
 }
 
@@ -99,6 +101,11 @@ fn read_layer(layer: &Map<String, Value>, source: &'static str, settings: &mut A
         }
         if let Some(ms) = number("request_timeout_ms", &mut issue) {
             settings.model.request_timeout_ms = Some(ms);
+        }
+        match layer.get("save_sessions") {
+            None => {}
+            Some(Value::Bool(save)) => settings.save_sessions_off = !save,
+            Some(_) => issue("save_sessions", "true or false"),
         }
         match layer.get("prompt_history").map(|h| h.get("enabled")) {
             None | Some(None) => {}

@@ -9,7 +9,7 @@ use crate::run::Cmd;
 use crate::support::Env;
 
 /// The canary key: it must appear nowhere.
-const KEY: &str = "sk-canary-key-4711";
+pub(crate) const KEY: &str = "sk-canary-key-4711";
 
 pub(crate) fn call(name: &str, arguments: Value) -> (String, String) {
     (name.to_string(), arguments.to_string())

@@ -49,6 +49,8 @@ mod real_agent;
 mod real_http;
 /// JSON everywhere, typed --jsonl errors, argument sources, output files, answers, timeouts.
 mod scripting;
+/// Saved sessions: nod ask -c / --resume, nod sessions, kills, torn files, secrets.
+mod sessions;
 /// The interactive shell on a pseudo-terminal.
 mod shell;
 /// Subagents: one-off and named children, their view of the parent's servers, fail-closed.

@@ -1,0 +1,202 @@
+//! Saved sessions: `nod ask` saves each conversation as it goes, `-c` and `--resume` go on with
+//! one (what the model receives, exactly), `nod sessions` lists, shows, removes and prunes;
+//! a kill in the middle of a turn and a torn last line lose only what was being written, and
+//! no secret reaches the disk.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::ask::{ask, call, settings};
+use crate::model::{Model, Step};
+use crate::support::Env;
+
+fn session_files(env: &Env) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(env.path("sessions")) else { return Vec::new() };
+    let mut files: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+    files.sort();
+    files
+}
+
+/// The messages of a chat request after the system prompt.
+fn conversation(request: &Value) -> Vec<Value> {
+    let messages = request["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "system", "{request}");
+    messages[1..].to_vec()
+}
+
+#[test]
+fn a_follow_up_sends_the_saved_conversation_exactly_as_the_model_saw_it() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let first = Model::start(vec![
+        Step::Calls(String::new(), vec![call("capability_search", json!({ "query": "echo message back" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": "forty-two" }))]),
+        Step::Text("The server said forty-two.".into()),
+    ]);
+    let out = ask(&env, &first, &["--json", "what does echo say?"]).run();
+    out.code(0).within(30.0);
+    let id = out.json()["session_id"].as_str().unwrap().to_string();
+    assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    let files = session_files(&env);
+    assert_eq!(files.len(), 1);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(env.path("sessions")).unwrap().permissions().mode() & 0o777, 0o700);
+
+    let second = Model::start(vec![Step::Text("Still forty-two.".into())]);
+    let out = ask(&env, &second, &["-c", "--json", "and", "again?"]).run();
+    out.code(0);
+    assert_eq!(out.json()["session_id"], id.as_str(), "the same session goes on");
+    let before = conversation(first.requests().last().unwrap());
+    let now = conversation(&second.requests()[0]);
+    assert_eq!(now.len(), before.len() + 2, "{now:#?}");
+    assert_eq!(now[..before.len()], before[..], "the earlier messages, exactly");
+    assert_eq!(now[before.len()]["role"], "assistant");
+    assert_eq!(now[before.len()]["content"], "The server said forty-two.");
+    assert_eq!(now[before.len() + 1], json!({ "role": "user", "content": "and again?" }));
+
+    // --resume by a prefix; the third run sees both earlier turns.
+    let third = Model::start(vec![Step::Text("Yes.".into())]);
+    ask(&env, &third, &["--resume", &id[..4], "sure?"]).run().code(0);
+    let seen = conversation(&third.requests()[0]);
+    assert_eq!(seen[..now.len()], now[..]);
+    assert_eq!(seen.last().unwrap()["content"], "sure?");
+
+    let listed = env.nod(["sessions", "--json"]).run();
+    listed.code(0);
+    let sessions = listed.json()["sessions"].as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["id"], id.as_str());
+    assert_eq!(sessions[0]["title"], "what does echo say?");
+    assert_eq!(sessions[0]["surface"], "ask");
+    assert_eq!(sessions[0]["messages"], seen.len() + 1, "every message of the three runs");
+    env.nod(["sessions", "show", &id[..6]])
+        .run()
+        .code(0)
+        .stdout_has("> what does echo say?")
+        .stdout_has("● mcp_fx_echo {\"message\":\"forty-two\"}")
+        .stdout_has("> sure?")
+        .stdout_has("Yes.");
+    env.nod(["sessions", "show", "ffffffffffff"]).run().code(2).stderr_has("no saved session ffffffffffff");
+    env.nod(["sessions", "rm", &id]).run().code(0).stdout_has(&format!("removed session {id}"));
+    assert!(session_files(&env).is_empty());
+    let none = Model::start(vec![]);
+    ask(&env, &none, &["-c", "more"]).run().code(2).stderr_has("no saved session of this workspace");
+    assert!(none.requests().is_empty(), "nothing is sent when there is nothing to continue");
+}
+
+#[test]
+fn no_key_and_no_configured_secret_reaches_the_session_file() {
+    const SECRET: &str = "canary-env-secret-5517";
+    let env = Env::new();
+    let mut entry = env.fixture_entry(&[], json!({}));
+    entry["env"]["FX_TOKEN"] = json!(SECRET);
+    env.profile(json!({ "mcp": { "fx": entry } }));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": format!("say {SECRET}") }))]),
+        Step::Text(format!("It said {SECRET}.")),
+    ]);
+    ask(&env, &model, &["--json", "repeat", SECRET]).run().code(0);
+    let files = session_files(&env);
+    assert_eq!(files.len(), 1);
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.contains("untrusted_external source=\\\"mcp\\\" server=\\\"fx\\\" tool=\\\"echo\\\""),
+        "the echo ran: {text}"
+    );
+    assert!(text.contains("repeat"), "the conversation is there: {text}");
+    assert!(!text.contains(SECRET), "a configured secret on disk: {text}");
+    assert!(!text.contains(crate::ask::KEY), "the API key on disk: {text}");
+    assert!(!text.contains(&model.url()), "the endpoint on disk: {text}");
+    // Saving off: by flag, and by settings.
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![Step::Text("a".into()), Step::Text("b".into())]);
+    let out = ask(&env, &model, &["--json", "--no-save", "hi"]).run();
+    assert_eq!(out.code(0).json()["session_id"], "");
+    settings(&env, json!({ "save_sessions": false }));
+    ask(&env, &model, &["hi"]).run().code(0);
+    assert!(session_files(&env).is_empty());
+}
+
+#[test]
+fn a_kill_in_the_middle_of_a_turn_and_a_torn_line_lose_only_what_was_being_written() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_slow" }))]),
+        Step::Calls("Waiting.".into(), vec![call("mcp_fx_slow", json!({ "ms": 60_000 }))]),
+    ]);
+    let running = ask(&env, &model, &["wait", "for", "it"]).spawn();
+    // The tool is running (the server got the call); its call is on disk: kill nod.
+    env.wait_for_wire("tools/call", Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let file = loop {
+        let found = session_files(&env).into_iter().next();
+        let saved = |f: &std::path::PathBuf| std::fs::read_to_string(f).unwrap_or_default().contains("\"Waiting.\"");
+        if let Some(file) = found.filter(saved) {
+            break file;
+        }
+        assert!(Instant::now() < deadline, "the tool call was not saved within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    unsafe { libc::kill(running.pid(), libc::SIGKILL) };
+    let _ = running.wait();
+    // A torn line after it, as a crash during a write would leave.
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("{\"role\":\"tool\",\"tool_call_id\":\"x\",\"cont");
+    std::fs::write(&file, &text).unwrap();
+
+    let next = Model::start(vec![Step::Text("Here.".into())]);
+    let out = ask(&env, &next, &["-c", "are", "you", "there?"]).run();
+    out.code(0).stderr_has("could not be read and was skipped").stdout_has("Here.");
+    let seen = conversation(&next.requests()[0]);
+    assert_eq!(seen.len(), 6, "{seen:#?}");
+    assert_eq!(seen[0], json!({ "role": "user", "content": "wait for it" }));
+    assert_eq!(seen[1]["tool_calls"][0]["function"]["name"], "mcp_select_tool");
+    assert_eq!(seen[2]["role"], "tool", "the finished step's result is kept");
+    assert_eq!(seen[3]["role"], "assistant");
+    assert_eq!(seen[3]["content"], "Waiting.");
+    let calls = seen[3].get("tool_calls");
+    assert!(
+        calls.is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)),
+        "the unanswered call is dropped: {}",
+        seen[3]
+    );
+    assert_eq!(seen[4]["role"], "assistant");
+    assert!(seen[4]["content"].as_str().unwrap().contains("ended before completion"), "{}", seen[4]);
+    assert_eq!(seen[5], json!({ "role": "user", "content": "are you there?" }));
+    // The next continuation sends the same again, and the answer after it.
+    let again = Model::start(vec![Step::Text("Still here.".into())]);
+    ask(&env, &again, &["-c", "sure?"]).run().code(0);
+    let twice = conversation(&again.requests()[0]);
+    assert_eq!(twice[..6], seen[..], "{twice:#?}");
+    assert_eq!(twice[6]["content"], "Here.");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn prune_removes_only_what_is_older_than_asked() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let model = Model::start(vec![Step::Text("a".into()), Step::Text("b".into())]);
+    ask(&env, &model, &["first"]).run().code(0);
+    ask(&env, &model, &["second"]).run().code(0);
+    let files = session_files(&env);
+    assert_eq!(files.len(), 2);
+    // One of them last written 40 days ago.
+    let old = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
+    std::fs::File::options().write(true).open(&files[0]).unwrap().set_modified(old).unwrap();
+    let out = env.nod(["sessions", "prune", "--older-than", "30d", "--json"]).run();
+    out.code(0);
+    let gone = files[0].file_stem().unwrap().to_str().unwrap();
+    assert_eq!(out.json()["removed"], json!([gone]));
+    assert_eq!(session_files(&env), files[1..]);
+    env.nod(["sessions", "prune"]).run().code(2).stderr_has("needs --older-than");
+    env.nod(["sessions", "prune", "--older-than", "soon"]).run().code(2).stderr_has("takes an age");
+}
