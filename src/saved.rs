@@ -64,12 +64,12 @@ fn path_of(home: &Path, id: &str) -> PathBuf {
     dir(home).join(format!("{id}.jsonl"))
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// A new id: 12 hex digits, unlikely to repeat (time, process, a counter).
-fn new_id() -> String {
+pub fn new_id() -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
@@ -77,7 +77,7 @@ fn new_id() -> String {
     crate::sha256::hex(&crate::sha256::digest(seed.as_bytes()))[..12].to_string()
 }
 
-fn valid_id(id: &str) -> bool {
+pub fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -102,7 +102,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts a new session file; `meta.id` is filled in.
+    /// Starts a new session file, under `meta.id` when it is one (`new_id`), else a new id.
     pub fn create(home: &Path, mut meta: Meta, redactor: Redactor) -> anyhow::Result<Recorder> {
         let folder = dir(home);
         fs::DirBuilder::new()
@@ -110,7 +110,9 @@ impl Recorder {
             .mode(0o700)
             .create(&folder)
             .with_context(|| format!("cannot create {}", folder.display()))?;
-        meta.id = new_id();
+        if !valid_id(&meta.id) {
+            meta.id = new_id();
+        }
         meta.title = redactor.redact(&meta.title);
         let path = path_of(home, &meta.id);
         let file = OpenOptions::new()

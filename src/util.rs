@@ -360,6 +360,26 @@ pub fn one_line(text: &str) -> String {
         .collect()
 }
 
+/// Days since 1970-01-01 as YYYY-MM-DD (proleptic Gregorian; Howard Hinnant's algorithm).
+pub fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Seconds since the epoch as an RFC 3339 UTC time (`2026-12-01T22:05:09Z`).
+pub fn rfc3339(secs: u64) -> String {
+    let rest = secs % 86_400;
+    format!("{}T{:02}:{:02}:{:02}Z", civil_date((secs / 86_400) as i64), rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,5 +466,11 @@ mod tests {
     #[test]
     fn terminal_safe_strips_escapes() {
         assert_eq!(terminal_safe("a\x1b[2Jb\nc\td"), "a\u{FFFD}[2Jb\nc\td");
+    }
+
+    #[test]
+    fn times_read_as_rfc_3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_796_162_709), "2026-12-01T22:05:09Z");
     }
 }

@@ -505,6 +505,12 @@ impl Agent {
             select! {
                 recv(call.updates()) -> update => match update {
                     Ok(CallUpdate::Progress(progress)) => calling.surface.progress(&progress),
+                    // A cancelled turn ends as cancelled, whichever of the two the select
+                    // saw first (the cancellation also ends the call with an error).
+                    Ok(CallUpdate::Done(_)) if calling.cancel.is_fired() => {
+                        session.cancel(call, "client cancelled");
+                        return Err(Ran::End(CallEnd::Interrupted, None));
+                    }
                     Ok(CallUpdate::Done(result)) => {
                         if let Some(result) = session.settle(call, result) {
                             return Ok(result);

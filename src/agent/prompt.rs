@@ -43,22 +43,8 @@ fn runtime_context() -> String {
         crate::util::one_line(&cwd),
         std::env::consts::OS,
         std::env::consts::ARCH,
-        civil_date(days as i64)
+        crate::util::civil_date(days as i64)
     )
-}
-
-/// Days since 1970-01-01 as YYYY-MM-DD (proleptic Gregorian; Howard Hinnant's algorithm).
-fn civil_date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }
 
 #[cfg(test)]
@@ -67,8 +53,8 @@ mod tests {
 
     #[test]
     fn dates_and_servers() {
-        assert_eq!(civil_date(0), "1970-01-01");
-        assert_eq!(civil_date(20_788), "2026-12-01");
+        assert_eq!(crate::util::civil_date(0), "1970-01-01");
+        assert_eq!(crate::util::civil_date(20_788), "2026-12-01");
         let marker = crate::agent::text::Marker::default();
         let text = system(None, &["docs".into(), "fs".into()], &marker);
         assert!(text.contains("Configured MCP servers: docs, fs."));

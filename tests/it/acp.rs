@@ -252,7 +252,7 @@ fn initialize_guards_the_protocol_and_bad_messages_get_errors() {
     let result = &init["result"];
     assert_eq!(result["protocolVersion"], 1);
     assert_eq!(result["agentCapabilities"]["mcpCapabilities"], json!({ "http": true, "sse": true }));
-    assert_eq!(result["agentCapabilities"]["loadSession"], false);
+    assert_eq!(result["agentCapabilities"]["loadSession"], true);
     assert_eq!(result["agentInfo"]["name"], "nod");
     let again = client.initialize(json!({}));
     assert_eq!(again["error"]["code"], -32600, "{again}");
@@ -261,7 +261,7 @@ fn initialize_guards_the_protocol_and_bad_messages_get_errors() {
     assert_eq!((parse["id"].clone(), parse["error"]["code"].clone()), (Value::Null, json!(-32700)), "{parse}");
     client.send(&json!({ "id": 7, "method": "initialize" }));
     assert_eq!(client.next()["error"]["code"], -32600);
-    let unknown = client.call("session/load", json!({}));
+    let unknown = client.call("session/delete", json!({}));
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     // A message over 8 MiB is an error, and the next one works.
     let mut big = br#"{"jsonrpc":"2.0","id":8,"method":"x","params":{"pad":""#.to_vec();

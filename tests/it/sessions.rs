@@ -200,3 +200,79 @@ fn prune_removes_only_what_is_older_than_asked() {
     env.nod(["sessions", "prune"]).run().code(2).stderr_has("needs --older-than");
     env.nod(["sessions", "prune", "--older-than", "soon"]).run().code(2).stderr_has("takes an age");
 }
+
+#[test]
+fn an_acp_client_lists_and_loads_a_saved_session_in_a_new_process() {
+    use crate::acp::{Client, cwd, fixture_server, prompt};
+    let env = Env::new();
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let workspace = cwd(&env);
+    let first = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_echo" }))]),
+        Step::Calls("Asking.".into(), vec![call("mcp_fx_echo", json!({ "message": "forty-two" }))]),
+        Step::Text("It said forty-two.".into()),
+    ]);
+    let mut client = Client::start(&env, &first);
+    let init = client.initialize(json!({}));
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true, "{init}");
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert!(caps["list"].is_object() && caps["resume"].is_object() && caps["close"].is_object(), "{caps}");
+    let session = client.new_session(&workspace, json!([fixture_server(&env, "fx")]));
+    let id = prompt(&mut client, &session, "what does echo say?");
+    assert_eq!(client.until_answer(id)["result"]["stopReason"], "end_turn");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+    let before = conversation(first.requests().last().unwrap());
+
+    // A new process: the session is listed for its cwd, and loads with its conversation replayed.
+    let second = Model::start(vec![Step::Text("Still forty-two.".into())]);
+    let mut client = Client::start(&env, &second);
+    client.initialize(json!({}));
+    let listed = client.call("session/list", json!({ "cwd": workspace }));
+    let sessions = listed["result"]["sessions"].as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 1, "{listed}");
+    assert_eq!(sessions[0]["sessionId"], session.as_str());
+    assert_eq!(sessions[0]["title"], "what does echo say?");
+    assert!(sessions[0]["updatedAt"].as_str().unwrap().ends_with('Z'), "{listed}");
+    let other = client.call("session/list", json!({ "cwd": "/elsewhere" }));
+    assert_eq!(other["result"]["sessions"], json!([]));
+    let loaded = client.call(
+        "session/load",
+        json!({ "sessionId": session, "cwd": workspace, "mcpServers": [fixture_server(&env, "fx")] }),
+    );
+    assert!(loaded["result"]["modes"].is_object(), "{loaded}");
+    let replayed: Vec<(String, Value)> = client.updates().into_iter().filter(|(_, u)| !u.is_null()).collect();
+    let kinds: Vec<&str> = replayed.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "user_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ],
+        "{replayed:#?}"
+    );
+    assert_eq!(replayed[0].1["content"]["text"], "what does echo say?");
+    assert_eq!(replayed[4].1["title"], "mcp_fx_echo");
+    assert_eq!(replayed[5].1["status"], "completed");
+    assert!(replayed[5].1["content"][0]["content"]["text"].as_str().unwrap().contains("forty-two"));
+    assert_eq!(replayed[6].1["content"]["text"], "It said forty-two.");
+    // The model gets the conversation as it was, then the new prompt.
+    let id = prompt(&mut client, &session, "sure?");
+    assert_eq!(client.until_answer(id)["result"]["stopReason"], "end_turn");
+    let now = conversation(&second.requests()[0]);
+    assert_eq!(now[..before.len()], before[..]);
+    assert_eq!(now[before.len()]["content"], "It said forty-two.");
+    assert_eq!(now[before.len() + 1], json!({ "role": "user", "content": "sure?" }));
+    let unknown =
+        client.call("session/load", json!({ "sessionId": "abcdef000000", "cwd": workspace, "mcpServers": [] }));
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("abcdef000000"), "{unknown}");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+    // The ACP session and `nod sessions` see the same store.
+    env.nod(["sessions"]).run().code(0).stdout_line_has(&[&session, "acp", "what does echo say?"]);
+}

@@ -44,6 +44,9 @@ pub mod method {
     pub const SESSION_CANCEL: &str = "session/cancel";
     pub const SESSION_SET_MODE: &str = "session/set_mode";
     pub const SESSION_CLOSE: &str = "session/close";
+    pub const SESSION_LOAD: &str = "session/load";
+    pub const SESSION_RESUME: &str = "session/resume";
+    pub const SESSION_LIST: &str = "session/list";
     // nod's requests and notifications to the client.
     pub const SESSION_UPDATE: &str = "session/update";
     pub const REQUEST_PERMISSION: &str = "session/request_permission";
@@ -108,6 +111,15 @@ struct AcpSession {
     /// Tool call ids of this session.
     calls: AtomicU64,
     closed: AtomicBool,
+    /// Where the conversation is saved, when it is: the file is made at the first prompt
+    /// (titled by it), so a session never prompted leaves nothing behind.
+    saving: Option<Saving>,
+}
+
+struct Saving {
+    home: std::path::PathBuf,
+    workspace: String,
+    model: String,
 }
 
 impl AgentSide {
@@ -141,6 +153,9 @@ impl AgentSide {
             method::SESSION_NEW => self.new_session(id, params),
             method::SESSION_PROMPT => self.prompt(id, params),
             method::SESSION_SET_MODE => self.set_mode(id, params),
+            method::SESSION_LOAD => self.load_session(id, params, true),
+            method::SESSION_RESUME => self.load_session(id, params, false),
+            method::SESSION_LIST => self.list_sessions(id, params),
             method::SESSION_CLOSE => match self.session(params) {
                 Ok(session) => {
                     self.close(&session);
@@ -185,10 +200,10 @@ impl AgentSide {
             json!({
                 "protocolVersion": PROTOCOL_VERSION,
                 "agentCapabilities": {
-                    "loadSession": false,
+                    "loadSession": true,
                     "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
                     "mcpCapabilities": { "http": true, "sse": true },
-                    "sessionCapabilities": { "close": {} },
+                    "sessionCapabilities": { "close": {}, "list": {}, "resume": {} },
                 },
                 "agentInfo": { "name": "nod", "title": "nod", "version": env!("CARGO_PKG_VERSION") },
                 "authMethods": [],
@@ -202,28 +217,130 @@ impl AgentSide {
     }
 
     fn new_session(&self, id: Value, params: &Value) {
-        match self.build_session(params) {
+        match self.build_session(params, None) {
             Ok((session, mode)) => {
                 let session_id = session.id.clone();
                 lock(&self.sessions).insert(session_id.clone(), session.clone());
-                self.peer.result(
-                    &id,
-                    json!({ "sessionId": session_id, "modes": { "currentModeId": mode.as_str(), "availableModes": [
-                        { "id": "ask", "name": "Ask", "description": "Ask before each MCP tool call" },
-                        { "id": "full-access", "name": "Full access", "description": "Run every tool without asking" },
-                    ] } }),
-                );
-                // Every server connects now, in the background; the first use of MCP waits.
-                let runtime = session.runtime.clone();
-                let _ = std::thread::Builder::new().name("nod-acp-start".into()).spawn(move || {
-                    runtime.start_all();
-                });
+                self.peer.result(&id, json!({ "sessionId": session_id, "modes": modes(mode) }));
+                start_servers(&session);
             }
             Err((code, why)) => self.peer.error(&id, code, &why),
         }
     }
 
-    fn build_session(&self, params: &Value) -> Result<(Arc<AcpSession>, Mode), (i64, String)> {
+    /// `session/load` (`replay`: the saved conversation goes to the client as updates before
+    /// the answer) and `session/resume` (no replay): a saved session goes on in a new
+    /// session with the client's servers of now; the model gets the conversation as it was.
+    fn load_session(&self, id: Value, params: &Value, replay: bool) {
+        let Some(saved_id) = params.get("sessionId").and_then(Value::as_str) else {
+            return self.peer.error(&id, INVALID_PARAMS, "sessionId is missing");
+        };
+        if lock(&self.sessions).contains_key(saved_id) {
+            return self.peer.error(&id, INVALID_PARAMS, &format!("session {saved_id} is open already"));
+        }
+        let loaded = match crate::config::home() {
+            Ok(home) if crate::saved::valid_id(saved_id) => crate::saved::load(&home, saved_id).map(|l| (home, l)),
+            Ok(_) => Err(anyhow::anyhow!("no saved session {saved_id:?}")),
+            Err(err) => Err(err),
+        };
+        let (home, loaded) = match loaded {
+            Ok(found) => found,
+            Err(err) => return self.peer.error(&id, INVALID_PARAMS, &format!("{err:#}")),
+        };
+        for warning in &loaded.warnings {
+            log::warn!("{warning}");
+        }
+        let (session, mode) = match self.build_session(params, Some(saved_id.to_string())) {
+            Ok(built) => built,
+            Err((code, why)) => return self.peer.error(&id, code, &why),
+        };
+        let ended = matches!(loaded.messages.last(), Some(crate::provider::Message::Assistant { calls, .. }) if calls.is_empty());
+        if replay {
+            self.replay(&session, &loaded.messages);
+        }
+        let history = crate::saved::for_model(loaded.messages);
+        {
+            let mut agent = lock(&session.agent);
+            if session.saving.is_some() {
+                match crate::saved::Recorder::resume(&home, saved_id, self.ctx.redactor.clone()) {
+                    Ok(mut recorder) => {
+                        if !ended && let Some(note) = history.last() {
+                            recorder.append(note);
+                        }
+                        agent.save_to(recorder);
+                    }
+                    Err(err) => log::warn!("{err:#}; the rest of the session is not saved"),
+                }
+            }
+            agent.continue_from(history);
+        }
+        lock(&self.sessions).insert(session.id.clone(), session.clone());
+        self.peer.result(&id, json!({ "modes": modes(mode) }));
+        start_servers(&session);
+    }
+
+    /// The saved conversation as `session/update` notifications: the user's and the agent's
+    /// messages as chunks, each tool call with its final status and result.
+    fn replay(&self, session: &AcpSession, messages: &[crate::provider::Message]) {
+        use crate::provider::Message;
+        let update = |update: Value| {
+            self.peer.notify(method::SESSION_UPDATE, json!({ "sessionId": session.id, "update": update }));
+        };
+        let chunk =
+            |kind: &str, text: &str| json!({ "sessionUpdate": kind, "content": { "type": "text", "text": text } });
+        for (i, message) in messages.iter().enumerate() {
+            match message {
+                Message::System(_) => {}
+                Message::User(text) => update(chunk("user_message_chunk", text)),
+                Message::Assistant { text, calls } => {
+                    if !text.is_empty() {
+                        update(chunk("agent_message_chunk", text));
+                    }
+                    // Each call's result follows it, before the next model message.
+                    for (n, call) in calls.iter().enumerate() {
+                        let raw: Value =
+                            serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!(call.arguments));
+                        let call_id = format!("saved_{i}_{n}");
+                        update(json!({ "sessionUpdate": "tool_call", "toolCallId": call_id, "title": call.name,
+                            "kind": crate::agent::builtin::kind(&call.name), "status": "pending", "rawInput": raw }));
+                        let result = messages[i + 1..]
+                            .iter()
+                            .take_while(|m| !matches!(m, Message::Assistant { .. }))
+                            .find_map(|m| match m {
+                                Message::Tool { call_id, content } if *call_id == call.id => Some(content.as_str()),
+                                _ => None,
+                            });
+                        let (status, text) = match result {
+                            Some(content) if content.starts_with("{\"error\"") => ("failed", content),
+                            Some(content) => ("completed", content),
+                            None => ("failed", "the call did not finish"),
+                        };
+                        update(json!({ "sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status,
+                            "content": [{ "type": "content", "content": { "type": "text", "text": text } }] }));
+                    }
+                }
+                Message::Tool { .. } => {}
+            }
+        }
+    }
+
+    /// `session/list {cwd?, cursor?}`: the saved sessions (of `cwd` when given), the most
+    /// recent first, in one page.
+    fn list_sessions(&self, id: Value, params: &Value) {
+        let Ok(home) = crate::config::home() else { return self.peer.result(&id, json!({ "sessions": [] })) };
+        let cwd = params.get("cwd").and_then(Value::as_str);
+        let sessions: Vec<Value> = crate::saved::list(&home)
+            .into_iter()
+            .filter(|s| cwd.is_none_or(|cwd| s.meta.workspace == cwd))
+            .map(|s| {
+                json!({ "sessionId": s.meta.id, "cwd": s.meta.workspace, "title": s.meta.title,
+                    "updatedAt": crate::util::rfc3339(s.updated) })
+            })
+            .collect();
+        self.peer.result(&id, json!({ "sessions": sessions }));
+    }
+
+    fn build_session(&self, params: &Value, id: Option<String>) -> Result<(Arc<AcpSession>, Mode), (i64, String)> {
         let invalid = |why: String| (INVALID_PARAMS, why);
         let cwd = params.get("cwd").and_then(Value::as_str).ok_or_else(|| invalid("cwd is missing".into()))?;
         let cwd = std::path::PathBuf::from(cwd);
@@ -256,10 +373,20 @@ impl AgentSide {
         let policy = setup.policy.clone();
         let mode = policy.mode();
         let agent = setup.agent(runtime.clone(), asked_rx);
-        let n = self.next_session.fetch_add(1, Ordering::SeqCst);
-        let seed = format!("{n}:{}:{:?}", std::process::id(), std::time::SystemTime::now());
-        let digest = crate::sha256::digest(seed.as_bytes());
-        let id = format!("sess_{}", digest[..8].iter().map(|b| format!("{b:02x}")).collect::<String>());
+        // A saved session's id is the ACP session's, so a client can load it later.
+        let saving = (!setup.settings.save_sessions_off)
+            .then(|| crate::config::home().ok())
+            .flatten()
+            .map(|home| Saving { home, workspace: cwd.display().to_string(), model: agent.model().to_string() });
+        let id = id.unwrap_or_else(|| {
+            if saving.is_some() {
+                return crate::saved::new_id();
+            }
+            let n = self.next_session.fetch_add(1, Ordering::SeqCst);
+            let seed = format!("{n}:{}:{:?}", std::process::id(), std::time::SystemTime::now());
+            let digest = crate::sha256::digest(seed.as_bytes());
+            format!("sess_{}", digest[..8].iter().map(|b| format!("{b:02x}")).collect::<String>())
+        });
         let session = AcpSession {
             id,
             host: agent.host(),
@@ -269,6 +396,7 @@ impl AgentSide {
             running: Mutex::new(None),
             calls: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            saving,
         };
         Ok((Arc::new(session), mode))
     }
@@ -314,6 +442,7 @@ impl AgentSide {
             let mut surface = AcpSurface::new(side.clone(), session.clone(), trigger.clone());
             let report = {
                 let mut agent = lock(&session.agent);
+                session.start_saving(&mut agent, &text, &side.ctx.redactor);
                 agent.turn(&text, &mut surface, &trigger)
             };
             // Every call shown ends before the answer below (ACP's prompt-turn rule).
@@ -361,6 +490,26 @@ impl AgentSide {
 }
 
 impl AcpSession {
+    /// At the first prompt of a new session: its file, titled by the prompt.
+    fn start_saving(&self, agent: &mut Agent, prompt: &str, redactor: &crate::util::Redactor) {
+        let Some(saving) = &self.saving else { return };
+        if agent.saved_id().is_some() {
+            return;
+        }
+        let meta = crate::saved::Meta {
+            id: self.id.clone(),
+            created: crate::saved::now(),
+            workspace: saving.workspace.clone(),
+            model: saving.model.clone(),
+            surface: "acp".into(),
+            title: crate::saved::title_of(prompt, redactor),
+        };
+        match crate::saved::Recorder::create(&saving.home, meta, redactor.clone()) {
+            Ok(recorder) => agent.save_to(recorder),
+            Err(err) => log::warn!("{err:#}; this session is not saved"),
+        }
+    }
+
     fn cancel(&self) {
         if let Some((_, trigger)) = lock(&self.running).as_ref() {
             trigger.fire();
@@ -393,6 +542,22 @@ fn prompt_text(prompt: &Value) -> Result<String, String> {
         return Err("the prompt is empty".into());
     }
     Ok(parts.join("\n\n"))
+}
+
+/// The session modes, as `session/new` and `session/load` answer them.
+fn modes(mode: Mode) -> Value {
+    json!({ "currentModeId": mode.as_str(), "availableModes": [
+        { "id": "ask", "name": "Ask", "description": "Ask before each MCP tool call" },
+        { "id": "full-access", "name": "Full access", "description": "Run every tool without asking" },
+    ] })
+}
+
+/// Every server connects now, in the background; the first use of MCP waits.
+fn start_servers(session: &AcpSession) {
+    let runtime = session.runtime.clone();
+    let _ = std::thread::Builder::new().name("nod-acp-start".into()).spawn(move || {
+        runtime.start_all();
+    });
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
