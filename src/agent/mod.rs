@@ -253,7 +253,8 @@ impl Agent {
         }
     }
 
-    /// Saves the conversation from now on with `recorder` (every message as it is added).
+    /// Saves the conversation from now on with `recorder` (every message as it is added);
+    /// `reset` stops it.
     pub fn save_to(&mut self, recorder: crate::saved::Recorder) {
         self.recorder = Some(recorder);
     }
@@ -360,6 +361,7 @@ impl Agent {
     /// forgotten (the tool index and its aliases stay: they follow the servers, not the
     /// conversation).
     pub fn reset(&mut self) {
+        self.recorder = None;
         self.history.clear();
         self.children.clear();
         self.catalog.selected.clear();

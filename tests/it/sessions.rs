@@ -276,3 +276,44 @@ fn an_acp_client_lists_and_loads_a_saved_session_in_a_new_process() {
     // The ACP session and `nod sessions` see the same store.
     env.nod(["sessions"]).run().code(0).stdout_line_has(&[&session, "acp", "what does echo say?"]);
 }
+
+#[test]
+fn the_shell_saves_its_conversations_and_resumes_one_by_id_or_from_its_menu() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let shell = |model: &Model, input: &str| {
+        env.nod(Vec::<String>::new())
+            .env("NOD_BASE_URL", model.url())
+            .env("NOD_MODEL", "fake-model")
+            .stdin(input.to_string())
+            .timeout(60)
+            .run()
+    };
+    let first = Model::start(vec![Step::Text("Hi there.".into()), Step::Text("Fresh.".into())]);
+    let out = shell(&first, "hello shell\n/status\n/new\nsecond talk\n");
+    out.code(0).stderr_has("new session (/resume for an earlier one)");
+    out.stdout_has("new conversation (saved from its first prompt)");
+    assert!(conversation(&first.requests()[1]).len() == 1, "/new starts from nothing");
+    let listed = env.nod(["sessions", "--json"]).run();
+    let sessions = listed.json()["sessions"].as_array().unwrap().clone();
+    assert_eq!(sessions.len(), 2, "two conversations, two sessions: {sessions:?}");
+    let first_id = sessions.iter().find(|s| s["title"] == "hello shell").unwrap()["id"].as_str().unwrap().to_string();
+    assert!(sessions.iter().all(|s| s["surface"] == "shell"));
+    out.stdout_has(&format!("session: {first_id}"));
+
+    let second = Model::start(vec![Step::Text("Back.".into())]);
+    let out = shell(&second, &format!("/resume {}\nwhere were we?\n/resume\n", &first_id[..5]));
+    out.code(0).stdout_has(&format!("session {first_id} · 2 messages · hello shell"));
+    out.stdout_has("resume one with /resume <id>").stdout_line_has(&["1. ", "msg"]);
+    let seen = conversation(&second.requests()[0]);
+    assert_eq!(
+        seen,
+        [
+            json!({ "role": "user", "content": "hello shell" }),
+            json!({ "role": "assistant", "content": "Hi there." }),
+            json!({ "role": "user", "content": "where were we?" }),
+        ]
+    );
+    let out = shell(&second, "/resume 0000\n");
+    out.code(1).stderr_has("no saved session 0000");
+}

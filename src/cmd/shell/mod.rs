@@ -96,6 +96,8 @@ struct Shell<'a> {
     leaving: Arc<std::sync::atomic::AtomicBool>,
     /// A line failed (a turn, a command): a piped shell exits non-zero at the end.
     failed: bool,
+    /// Where conversations are saved (`$NOD_HOME`), unless saving is off.
+    saving: Option<std::path::PathBuf>,
 }
 
 impl<'a> Shell<'a> {
@@ -113,12 +115,14 @@ impl<'a> Shell<'a> {
         let notify = input.notifier();
         let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
         let model = setup.provider.as_ref().map_or("no model".to_string(), |p| p.model.clone());
+        let saving = (!setup.settings.save_sessions_off).then(|| config::home().ok()).flatten();
         eprintln!(
-            "nod {} · {} · {} · permissions {}",
+            "nod {} · {} · {} · permissions {} · {}",
             env!("CARGO_PKG_VERSION"),
             terminal_safe(&model),
             terminal_safe(&cwd),
-            setup.policy.mode().as_str()
+            setup.policy.mode().as_str(),
+            if saving.is_some() { "new session (/resume for an earlier one)" } else { "sessions not saved" }
         );
         if let Some(notice) = setup.full_access_notice() {
             eprintln!("! {notice}");
@@ -150,6 +154,7 @@ impl<'a> Shell<'a> {
             starting: None,
             leaving: Arc::default(),
             failed: false,
+            saving,
         };
         shell.on_terminate();
         if shell.trust_prompt(&loaded) {
@@ -301,6 +306,7 @@ impl<'a> Shell<'a> {
             prompt.push_str("\n\n");
         }
         prompt.push_str(line);
+        self.start_saving(line);
         let trigger = self.arm();
         let mut surface = ShellSurface {
             asking: Asking { input: &mut self.input, interrupt: trigger.clone() },
@@ -343,8 +349,12 @@ impl<'a> Shell<'a> {
             "/new" | "/clear" => {
                 self.agent.reset();
                 self.attachments.clear();
-                println!("new conversation");
+                println!(
+                    "new conversation{}",
+                    if self.saving.is_some() { " (saved from its first prompt)" } else { "" }
+                );
             }
+            "/resume" => self.resume(rest),
             "/model" => self.model(rest),
             "/permissions" => self.permissions(rest),
             "/status" => self.status(),
@@ -411,9 +421,97 @@ impl<'a> Shell<'a> {
         );
     }
 
+    /// A conversation that is not saved yet and should be starts its file, titled by `line`.
+    fn start_saving(&mut self, line: &str) {
+        let Some(home) = &self.saving else { return };
+        if self.agent.saved_id().is_some() {
+            return;
+        }
+        let meta = crate::saved::Meta {
+            id: String::new(),
+            created: crate::saved::now(),
+            workspace: workspace(),
+            model: self.agent.model().to_string(),
+            surface: "shell".into(),
+            title: crate::saved::title_of(line, &self.ctx.redactor),
+        };
+        match crate::saved::Recorder::create(home, meta, self.ctx.redactor.clone()) {
+            Ok(recorder) => self.agent.save_to(recorder),
+            Err(err) => eprintln!("! {}; this conversation is not saved", terminal_safe(&format!("{err:#}"))),
+        }
+    }
+
+    /// `/resume [id]`: goes on with a saved session (a unique prefix of its id); without one,
+    /// this workspace's recent sessions as a numbered menu.
+    fn resume(&mut self, rest: &str) {
+        let Ok(home) = config::home() else { return };
+        let mut choice = rest.trim().to_string();
+        if choice.is_empty() {
+            let here = workspace();
+            let recent: Vec<crate::saved::Summary> =
+                crate::saved::list(&home).into_iter().filter(|s| s.meta.workspace == here).take(10).collect();
+            if recent.is_empty() {
+                println!("no saved session of this workspace");
+                return;
+            }
+            for (i, s) in recent.iter().enumerate() {
+                println!("  {}. {}  {} msg  {}", i + 1, s.meta.id, s.messages, terminal_safe(&s.meta.title));
+            }
+            if !self.input.can_ask() {
+                println!("resume one with /resume <id>");
+                return;
+            }
+            let trigger = self.arm();
+            let picked = match self.input.prompt("session number (Enter: none): ", &trigger) {
+                Reply::Line(line) => line,
+                _ => return,
+            };
+            match picked.trim().parse::<usize>().ok().and_then(|n| n.checked_sub(1)).and_then(|i| recent.get(i)) {
+                Some(s) => choice = s.meta.id.clone(),
+                None => return,
+            }
+        }
+        let loaded =
+            crate::saved::resolve(&home, &choice).and_then(|id| Ok((id.clone(), crate::saved::load(&home, &id)?)));
+        let (id, loaded) = match loaded {
+            Ok(found) => found,
+            Err(err) => {
+                self.failed = true;
+                eprintln!("✗ {}", terminal_safe(&format!("{err:#}")));
+                return;
+            }
+        };
+        for warning in &loaded.warnings {
+            eprintln!("! {}", terminal_safe(warning));
+        }
+        let ended = matches!(loaded.messages.last(), Some(crate::provider::Message::Assistant { calls, .. }) if calls.is_empty());
+        let count = loaded.messages.len();
+        let history = crate::saved::for_model(loaded.messages);
+        self.agent.reset();
+        self.attachments.clear();
+        if self.saving.is_some() {
+            match crate::saved::Recorder::resume(&home, &id, self.ctx.redactor.clone()) {
+                Ok(mut recorder) => {
+                    if !ended && let Some(note) = history.last() {
+                        recorder.append(note);
+                    }
+                    self.agent.save_to(recorder);
+                }
+                Err(err) => eprintln!("! {}; the rest of it is not saved", terminal_safe(&format!("{err:#}"))),
+            }
+        }
+        self.agent.continue_from(history);
+        println!("session {id} · {count} messages · {}", terminal_safe(&loaded.meta.title));
+    }
+
     fn status(&self) {
         let model = self.agent.model();
         println!("model: {}", if model.is_empty() { "none" } else { model });
+        match self.agent.saved_id() {
+            Some(id) => println!("session: {id}"),
+            None if self.saving.is_some() => println!("session: new (saved from its first prompt)"),
+            None => println!("session: not saved"),
+        }
         if let Some(provider) = self.agent.provider() {
             let host = crate::net::url::host(&provider.config().base_url).unwrap_or_default();
             println!("endpoint: {}", terminal_safe(&host));
@@ -823,6 +921,12 @@ fn new_runtime(loaded: &Loaded, asked: &Sender<Asked>, ctx: &Context) -> Arc<Run
 }
 
 /// One server's start-up line (agent-reference 6.1).
+/// The workspace sessions belong to: the project root of the current directory.
+fn workspace() -> String {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    config::project::locate(&cwd).0.display().to_string()
+}
+
 fn settle_line(runtime: &Runtime, name: &str, state: &State, ctx: &Context) -> String {
     let shown = |text: &str| terminal_safe(&redact_urls(&ctx.redactor.redact(&one_line(text)))).into_owned();
     match state {
@@ -969,6 +1073,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ),
     ("/permissions [mode]", "the permission mode and rules; ask, full-access or reset for this session"),
     ("/skills", "the installed skills, their origin and state (nod skills for more)"),
+    ("/resume [id]", "go on with a saved session (a numbered menu of this workspace's without an id)"),
     ("/status", "model, endpoint, workspace, permissions, MCP servers, tokens"),
     ("/model [id]", "the model, or use another for this session"),
     ("/new", "a fresh conversation (also /clear); MCP servers stay"),
