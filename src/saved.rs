@@ -153,9 +153,12 @@ impl Recorder {
         &self.id
     }
 
-    /// Saves one message of the conversation.
-    pub fn append(&mut self, message: &Message) {
-        if let Some(line) = encode(message, &self.redactor) {
+    /// Saves one message of the conversation, of the named subagent `agent` when given.
+    pub fn append(&mut self, message: &Message, agent: Option<&str>) {
+        if let Some(mut line) = encode(message, &self.redactor) {
+            if let Some(agent) = agent {
+                line["agent"] = json!(agent);
+            }
             self.write_line(&line);
         }
     }
@@ -236,6 +239,8 @@ fn meta_of(line: &Value) -> Option<Meta> {
 pub struct Loaded {
     pub meta: Meta,
     pub messages: Vec<Message>,
+    /// The conversations of the named subagents, by name.
+    pub children: std::collections::BTreeMap<String, Vec<Message>>,
     /// Lines that could not be read (a torn last line, say), each a sentence.
     pub warnings: Vec<String>,
 }
@@ -244,11 +249,22 @@ pub struct Loaded {
 pub fn load(home: &Path, id: &str) -> anyhow::Result<Loaded> {
     let path = path_of(home, id);
     let file = File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let (meta, messages, warnings) = read(BufReader::new(file), id)?;
-    Ok(Loaded { meta, messages, warnings })
+    let (meta, all, warnings) = read(BufReader::new(file), id)?;
+    let mut messages = Vec::new();
+    let mut children: std::collections::BTreeMap<String, Vec<Message>> = Default::default();
+    for (agent, message) in all {
+        match agent {
+            None => messages.push(message),
+            Some(name) => children.entry(name).or_default().push(message),
+        }
+    }
+    Ok(Loaded { meta, messages, children, warnings })
 }
 
-fn read(reader: impl BufRead, id: &str) -> anyhow::Result<(Meta, Vec<Message>, Vec<String>)> {
+/// The messages of a session file, each with the named subagent it belongs to (`None`: the
+/// main conversation).
+#[allow(clippy::type_complexity)]
+fn read(reader: impl BufRead, id: &str) -> anyhow::Result<(Meta, Vec<(Option<String>, Message)>, Vec<String>)> {
     let mut lines = reader.split(b'\n').enumerate();
     let first = lines.next().map(|(_, l)| l).transpose()?.unwrap_or_default();
     let Some(meta) = serde_json::from_slice::<Value>(&first).ok().as_ref().and_then(meta_of) else {
@@ -260,12 +276,20 @@ fn read(reader: impl BufRead, id: &str) -> anyhow::Result<(Meta, Vec<Message>, V
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_slice::<Value>(&line).ok().as_ref().and_then(decode) {
-            Some(message) => messages.push(message),
+        let value = serde_json::from_slice::<Value>(&line).ok();
+        let agent = value.as_ref().and_then(|v| v.get("agent")).and_then(Value::as_str).map(str::to_string);
+        match value.as_ref().and_then(decode) {
+            Some(message) => messages.push((agent, message)),
             None => warnings.push(format!("session {id}: line {} could not be read and was skipped", n + 1)),
         }
     }
     Ok((meta, messages, warnings))
+}
+
+/// Whether the last turn of `messages` ended (with a model message that called nothing);
+/// an empty conversation has nothing to close.
+pub fn ended(messages: &[Message]) -> bool {
+    messages.is_empty() || matches!(messages.last(), Some(Message::Assistant { calls, .. }) if calls.is_empty())
 }
 
 /// The conversation as the model gets it when it goes on: valid (no tool call without its
@@ -273,9 +297,9 @@ fn read(reader: impl BufRead, id: &str) -> anyhow::Result<(Meta, Vec<Message>, V
 /// results elided first).
 pub fn for_model(messages: Vec<Message>) -> Vec<Message> {
     // A turn ended with a model message that called nothing; anything else was cut short.
-    let ended = matches!(messages.last(), Some(Message::Assistant { calls, .. }) if calls.is_empty());
+    let ended = ended(&messages);
     let mut messages = crate::agent::keep_answered(messages);
-    if !ended && !messages.is_empty() {
+    if !ended {
         messages.push(Message::Assistant { text: UNFINISHED.into(), calls: Vec::new() });
     }
     let size = |m: &Message| match m {
@@ -413,11 +437,12 @@ mod tests {
             text.push('\n');
             text.push_str(&encode(m, &redactor).unwrap().to_string());
         }
+        let main = |all: Vec<(Option<String>, Message)>| -> Vec<Message> { all.into_iter().map(|(_, m)| m).collect() };
         let (meta, back, warnings) = read(text.as_bytes(), "ab").unwrap();
-        assert_eq!((meta.workspace.as_str(), back.clone(), warnings.len()), ("/w", messages.clone(), 0));
+        assert_eq!((meta.workspace.as_str(), main(back), warnings.len()), ("/w", messages.clone(), 0));
         let torn = format!("{text}\n{{\"role\":\"user\",\"cont");
         let (_, back, warnings) = read(torn.as_bytes(), "ab").unwrap();
-        assert_eq!(back, messages);
+        assert_eq!(main(back), messages);
         assert_eq!(warnings, ["session ab: line 6 could not be read and was skipped"]);
         assert!(read("not json\n".as_bytes(), "ab").is_err());
     }

@@ -27,7 +27,7 @@ mod turn;
 pub use turn::STEP_LIMIT;
 pub(crate) use turn::keep_answered;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Receiver;
 use serde_json::Value;
@@ -217,8 +217,12 @@ pub struct Agent {
     marker: Marker,
     /// Named subagents, kept for this agent's lifetime.
     children: subagent::Children,
-    /// Where the conversation is saved as it goes, when it is.
-    recorder: Option<crate::saved::Recorder>,
+    /// Where the conversation is saved as it goes, when it is: shared with the named
+    /// subagents, whose lines carry their name (`saved_as`).
+    recorder: Option<Arc<Mutex<crate::saved::Recorder>>>,
+    saved_as: Option<String>,
+    /// Saved conversations of named subagents, taken up when the parent next messages them.
+    saved_children: std::collections::BTreeMap<String, Vec<Message>>,
 }
 
 impl Agent {
@@ -250,32 +254,49 @@ impl Agent {
             marker,
             children: subagent::Children::default(),
             recorder: None,
+            saved_as: None,
+            saved_children: Default::default(),
         }
     }
 
     /// Saves the conversation from now on with `recorder` (every message as it is added);
     /// `reset` stops it.
     pub fn save_to(&mut self, recorder: crate::saved::Recorder) {
-        self.recorder = Some(recorder);
+        self.recorder = Some(Arc::new(Mutex::new(recorder)));
     }
 
     /// The id of the session the conversation is saved in, if it is.
-    pub fn saved_id(&self) -> Option<&str> {
-        self.recorder.as_ref().map(crate::saved::Recorder::id)
+    pub fn saved_id(&self) -> Option<String> {
+        self.recorder.as_ref().map(|r| r.lock().unwrap_or_else(std::sync::PoisonError::into_inner).id().to_string())
     }
 
-    /// Goes on from a saved conversation: `messages` (as `saved::for_model` made them) are
-    /// the history the next turn is sent with.
-    pub fn continue_from(&mut self, messages: Vec<Message>) {
-        self.history = messages;
+    /// Goes on from saved session `loaded`: the model next gets its conversation as it was
+    /// (`saved::for_model`), and a named subagent its own when the parent messages it again.
+    /// With `recorder` (that session, opened again) the conversation is saved on into it,
+    /// starting with the note that closes a turn the process did not finish.
+    pub fn go_on(&mut self, loaded: crate::saved::Loaded, recorder: Option<crate::saved::Recorder>) {
+        let closed = !crate::saved::ended(&loaded.messages);
+        self.history = crate::saved::for_model(loaded.messages);
+        self.saved_children = loaded.children;
+        if let Some(recorder) = recorder {
+            self.save_to(recorder);
+            if closed && let Some(note) = self.history.last().cloned() {
+                self.save(&note);
+            }
+        }
+    }
+
+    fn save(&self, message: &Message) {
+        if let Some(recorder) = &self.recorder {
+            let mut recorder = recorder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            recorder.append(message, self.saved_as.as_deref());
+        }
     }
 
     /// Saves what of `messages` past `*saved` is not saved yet.
     fn save_new(&mut self, messages: &[Message], saved: &mut usize) {
-        if let Some(recorder) = self.recorder.as_mut() {
-            for message in &messages[(*saved).min(messages.len())..] {
-                recorder.append(message);
-            }
+        for message in &messages[(*saved).min(messages.len())..] {
+            self.save(message);
         }
         *saved = messages.len();
     }
@@ -362,6 +383,7 @@ impl Agent {
     /// conversation).
     pub fn reset(&mut self) {
         self.recorder = None;
+        self.saved_children.clear();
         self.history.clear();
         self.children.clear();
         self.catalog.selected.clear();

@@ -197,9 +197,7 @@ impl Agent {
                     error.as_deref().unwrap_or("stopped")
                 );
                 let note = Message::Assistant { text: note, calls: Vec::new() };
-                if let Some(recorder) = self.recorder.as_mut() {
-                    recorder.append(&note);
-                }
+                self.save(&note);
                 self.history.push(note);
             }
         }

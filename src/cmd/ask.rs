@@ -87,7 +87,7 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     };
     let report = agent.turn(&prompt, &mut surface, &ctx.interrupt);
     runtime.shutdown();
-    let id = agent.saved_id().unwrap_or_default().to_string();
+    let id = agent.saved_id().unwrap_or_default();
     surface.end(&report, agent.model(), &id)
 }
 
@@ -138,19 +138,8 @@ fn attach_session(
     for warning in &loaded.warnings {
         eprintln!("nod: {warning}");
     }
-    let ended =
-        matches!(loaded.messages.last(), Some(crate::provider::Message::Assistant { calls, .. }) if calls.is_empty());
-    let history = saved::for_model(loaded.messages);
-    if save {
-        let mut recorder = Recorder::resume(home, id, ctx.redactor.clone())?;
-        // The note that closed a turn the process did not finish is saved, so the next
-        // continuation sends the same conversation again.
-        if !ended && let Some(note) = history.last() {
-            recorder.append(note);
-        }
-        agent.save_to(recorder);
-    }
-    agent.continue_from(history);
+    let recorder = if save { Some(Recorder::resume(home, id, ctx.redactor.clone())?) } else { None };
+    agent.go_on(loaded, recorder);
     Ok(())
 }
 

@@ -317,3 +317,63 @@ fn the_shell_saves_its_conversations_and_resumes_one_by_id_or_from_its_menu() {
     let out = shell(&second, "/resume 0000\n");
     out.code(1).stderr_has("no saved session 0000");
 }
+
+#[test]
+fn a_named_subagents_conversation_is_saved_with_its_parents_and_comes_back_with_it() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let message = |text: &str| call("subagent", json!({ "action": "message", "name": "scribe", "message": text }));
+    let first = Model::routed(vec![
+        ("MEMO:", vec![Step::Text("Noted: blue.".into())]),
+        ("PARENT", vec![Step::Calls(String::new(), vec![message("MEMO: remember blue")]), Step::Text("Told.".into())]),
+    ]);
+    ask(&env, &first, &["PARENT: keep notes"]).run().code(0).stdout_has("Told.");
+    let text = std::fs::read_to_string(&session_files(&env)[0]).unwrap();
+    assert!(text.contains("\"agent\":\"scribe\""), "the child's lines are in the parent's file: {text}");
+
+    let second = Model::routed(vec![
+        ("MEMO:", vec![Step::Text("You said blue.".into())]),
+        ("PARENT", vec![Step::Calls(String::new(), vec![message("Which colour?")]), Step::Text("Blue.".into())]),
+    ]);
+    ask(&env, &second, &["-c", "PARENT: and now?"]).run().code(0).stdout_has("Blue.");
+    let child: Vec<Value> = second
+        .requests()
+        .into_iter()
+        .filter(|r| r["messages"][1]["content"].as_str().is_some_and(|c| c.contains("MEMO:")))
+        .collect();
+    assert_eq!(child.len(), 1, "the child was asked once");
+    let seen = conversation(&child[0]);
+    assert_eq!(
+        seen,
+        [
+            json!({ "role": "user", "content": "MEMO: remember blue" }),
+            json!({ "role": "assistant", "content": "Noted: blue." }),
+            json!({ "role": "user", "content": "Which colour?" }),
+        ],
+        "the child goes on with its own conversation"
+    );
+    // The parent's conversation holds none of the child's messages.
+    let parent = conversation(&second.requests()[0]);
+    assert!(parent.iter().all(|m| m["content"] != "Noted: blue."), "{parent:#?}");
+}
+
+#[test]
+fn two_processes_save_two_sessions_at_once() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let one = Model::start(vec![Step::Text("One.".into())]);
+    let two = Model::start(vec![Step::Text("Two.".into())]);
+    let a = ask(&env, &one, &["--json", "first", "run"]).spawn();
+    let b = ask(&env, &two, &["--json", "second", "run"]).spawn();
+    let (a, b) = (a.wait(), b.wait());
+    let ids = [a.code(0).json()["session_id"].clone(), b.code(0).json()["session_id"].clone()];
+    assert_ne!(ids[0], ids[1]);
+    for (id, (prompt, answer)) in ids.iter().zip([("first run", "One."), ("second run", "Two.")]) {
+        let shown = env.nod(["sessions", "show", id.as_str().unwrap(), "--json"]).run();
+        let messages = shown.code(0).json()["messages"].clone();
+        assert_eq!(
+            messages,
+            json!([{ "role": "user", "content": prompt }, { "role": "assistant", "content": answer, "tool_calls": [] }])
+        );
+    }
+}

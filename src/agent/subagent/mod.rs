@@ -368,7 +368,17 @@ impl Agent {
                         agent
                     }
                     None => {
-                        let agent = Box::new(self.child(provider.clone(), view.clone()));
+                        let mut agent = Box::new(self.child(provider.clone(), view.clone()));
+                        // A named child's conversation is part of its parent's session.
+                        agent.recorder = self.recorder.clone();
+                        agent.saved_as = Some(name.clone());
+                        if let Some(saved) = self.saved_children.remove(&name) {
+                            let closed = !crate::saved::ended(&saved);
+                            agent.history = crate::saved::for_model(saved);
+                            if closed && let Some(note) = agent.history.last().cloned() {
+                                agent.save(&note);
+                            }
+                        }
                         self.children.named.insert(name.clone(), Named { agent: None, tools: patterns });
                         agent
                     }

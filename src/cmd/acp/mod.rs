@@ -254,26 +254,15 @@ impl AgentSide {
             Ok(built) => built,
             Err((code, why)) => return self.peer.error(&id, code, &why),
         };
-        let ended = matches!(loaded.messages.last(), Some(crate::provider::Message::Assistant { calls, .. }) if calls.is_empty());
         if replay {
             self.replay(&session, &loaded.messages);
         }
-        let history = crate::saved::for_model(loaded.messages);
-        {
-            let mut agent = lock(&session.agent);
-            if session.saving.is_some() {
-                match crate::saved::Recorder::resume(&home, saved_id, self.ctx.redactor.clone()) {
-                    Ok(mut recorder) => {
-                        if !ended && let Some(note) = history.last() {
-                            recorder.append(note);
-                        }
-                        agent.save_to(recorder);
-                    }
-                    Err(err) => log::warn!("{err:#}; the rest of the session is not saved"),
-                }
-            }
-            agent.continue_from(history);
-        }
+        let recorder = session.saving.as_ref().and_then(|_| {
+            crate::saved::Recorder::resume(&home, saved_id, self.ctx.redactor.clone())
+                .inspect_err(|err| log::warn!("{err:#}; the rest of the session is not saved"))
+                .ok()
+        });
+        lock(&session.agent).go_on(loaded, recorder);
         lock(&self.sessions).insert(session.id.clone(), session.clone());
         self.peer.result(&id, json!({ "modes": modes(mode) }));
         start_servers(&session);

@@ -484,24 +484,16 @@ impl<'a> Shell<'a> {
         for warning in &loaded.warnings {
             eprintln!("! {}", terminal_safe(warning));
         }
-        let ended = matches!(loaded.messages.last(), Some(crate::provider::Message::Assistant { calls, .. }) if calls.is_empty());
-        let count = loaded.messages.len();
-        let history = crate::saved::for_model(loaded.messages);
+        let (count, title) = (loaded.messages.len(), loaded.meta.title.clone());
         self.agent.reset();
         self.attachments.clear();
-        if self.saving.is_some() {
-            match crate::saved::Recorder::resume(&home, &id, self.ctx.redactor.clone()) {
-                Ok(mut recorder) => {
-                    if !ended && let Some(note) = history.last() {
-                        recorder.append(note);
-                    }
-                    self.agent.save_to(recorder);
-                }
-                Err(err) => eprintln!("! {}; the rest of it is not saved", terminal_safe(&format!("{err:#}"))),
-            }
-        }
-        self.agent.continue_from(history);
-        println!("session {id} · {count} messages · {}", terminal_safe(&loaded.meta.title));
+        let recorder = self.saving.as_ref().and_then(|_| {
+            crate::saved::Recorder::resume(&home, &id, self.ctx.redactor.clone())
+                .inspect_err(|err| eprintln!("! {}; the rest of it is not saved", terminal_safe(&format!("{err:#}"))))
+                .ok()
+        });
+        self.agent.go_on(loaded, recorder);
+        println!("session {id} · {count} messages · {}", terminal_safe(&title));
     }
 
     fn status(&self) {
