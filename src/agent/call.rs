@@ -159,7 +159,10 @@ impl Agent {
         let content = outcome.content();
         surface.tool_finished(&call.name, outcome.is_ok(), &outcome.detail(), &content);
         turn.tool_calls.push((call.name.clone(), outcome.is_ok()));
-        step.results.push(Message::Tool { call_id: call.id.clone(), content });
+        let result = Message::Tool { call_id: call.id.clone(), content };
+        // Saved as soon as it is known: a kill later in the step keeps it.
+        self.save(&result);
+        step.results.push(result);
     }
 
     /// The permission decision for a parallel run of subagents, made once for all of them.

@@ -84,6 +84,8 @@ impl Agent {
             let step = self.run_calls(&completion, group, surface, cancel, &mut turn);
             let Step { results, notes, end, all_malformed } = step;
             within.extend(results);
+            // The results were saved as each call finished; the notes after them are not yet.
+            saved = within.len();
             within.extend(notes.into_iter().map(Message::User));
             self.save_new(&within, &mut saved);
             match end {

@@ -128,17 +128,25 @@ fn a_kill_in_the_middle_of_a_turn_and_a_torn_line_lose_only_what_was_being_writt
     let env = Env::new();
     env.fixture(&[], json!({}));
     settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let select = |name: &str| call("mcp_select_tool", json!({ "name": name }));
     let model = Model::start(vec![
-        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_slow" }))]),
-        Step::Calls("Waiting.".into(), vec![call("mcp_fx_slow", json!({ "ms": 60_000 }))]),
+        Step::Calls(String::new(), vec![select("mcp_fx_slow"), select("mcp_fx_echo")]),
+        Step::Calls(
+            "Waiting.".into(),
+            vec![call("mcp_fx_echo", json!({ "message": "done first" })), call("mcp_fx_slow", json!({ "ms": 60_000 }))],
+        ),
     ]);
     let running = ask(&env, &model, &["wait", "for", "it"]).spawn();
     // The tool is running (the server got the call); its call is on disk: kill nod.
-    env.wait_for_wire("tools/call", Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !env.wire().iter().any(|m| m["method"] == "tools/call" && m["params"]["name"] == "slow") {
+        assert!(Instant::now() < deadline, "the slow call was not sent within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     let file = loop {
         let found = session_files(&env).into_iter().next();
-        let saved = |f: &std::path::PathBuf| std::fs::read_to_string(f).unwrap_or_default().contains("\"Waiting.\"");
+        let saved = |f: &std::path::PathBuf| std::fs::read_to_string(f).unwrap_or_default().contains("done first");
         if let Some(file) = found.filter(saved) {
             break file;
         }
@@ -156,27 +164,25 @@ fn a_kill_in_the_middle_of_a_turn_and_a_torn_line_lose_only_what_was_being_writt
     let out = ask(&env, &next, &["-c", "are", "you", "there?"]).run();
     out.code(0).stderr_has("could not be read and was skipped").stdout_has("Here.");
     let seen = conversation(&next.requests()[0]);
-    assert_eq!(seen.len(), 6, "{seen:#?}");
+    assert_eq!(seen.len(), 8, "{seen:#?}");
     assert_eq!(seen[0], json!({ "role": "user", "content": "wait for it" }));
     assert_eq!(seen[1]["tool_calls"][0]["function"]["name"], "mcp_select_tool");
-    assert_eq!(seen[2]["role"], "tool", "the finished step's result is kept");
-    assert_eq!(seen[3]["role"], "assistant");
-    assert_eq!(seen[3]["content"], "Waiting.");
-    let calls = seen[3].get("tool_calls");
-    assert!(
-        calls.is_none_or(|c| c.as_array().is_some_and(Vec::is_empty)),
-        "the unanswered call is dropped: {}",
-        seen[3]
-    );
-    assert_eq!(seen[4]["role"], "assistant");
-    assert!(seen[4]["content"].as_str().unwrap().contains("ended before completion"), "{}", seen[4]);
-    assert_eq!(seen[5], json!({ "role": "user", "content": "are you there?" }));
+    assert_eq!((seen[2]["role"].clone(), seen[3]["role"].clone()), (json!("tool"), json!("tool")), "the finished step");
+    assert_eq!(seen[4]["content"], "Waiting.");
+    let calls = seen[4]["tool_calls"].as_array().unwrap();
+    let names: Vec<&str> = calls.iter().map(|c| c["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mcp_fx_echo"], "the call that finished stays, the unanswered one is dropped");
+    assert_eq!(seen[5]["role"], "tool");
+    assert!(seen[5]["content"].as_str().unwrap().contains("done first"), "a result saved before the kill: {}", seen[5]);
+    assert_eq!(seen[6]["role"], "assistant");
+    assert!(seen[6]["content"].as_str().unwrap().contains("ended before completion"), "{}", seen[6]);
+    assert_eq!(seen[7], json!({ "role": "user", "content": "are you there?" }));
     // The next continuation sends the same again, and the answer after it.
     let again = Model::start(vec![Step::Text("Still here.".into())]);
     ask(&env, &again, &["-c", "sure?"]).run().code(0);
     let twice = conversation(&again.requests()[0]);
-    assert_eq!(twice[..6], seen[..], "{twice:#?}");
-    assert_eq!(twice[6]["content"], "Here.");
+    assert_eq!(twice[..8], seen[..], "{twice:#?}");
+    assert_eq!(twice[8]["content"], "Here.");
     env.assert_no_leftovers();
 }
 
