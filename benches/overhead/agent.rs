@@ -12,7 +12,12 @@
 //!   sends the whole history back.
 //! - **Peak RSS of `nod ask` with 1000 tools** (20 servers of 50): a search, a call, an answer.
 //!
-//! `NOD_BENCH_ONLY=search|steps|rss` runs one part; `NOD_BENCH_STEPS=N` sets the steps.
+//! - **Saved sessions**: saving one message (in process: a recorder appending 1,000 messages
+//!   of the shapes a turn writes, a 1 KiB tool result among them), and what continuing a
+//!   session of 1,000 messages adds to `nod ask`: the time from the process's start to the
+//!   endpoint's receipt of its first request, `nod ask --resume` against a fresh `nod ask`.
+//!
+//! `NOD_BENCH_ONLY=search|steps|rss|sessions` runs one part; `NOD_BENCH_STEPS=N` sets the steps.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -164,6 +169,86 @@ pub fn run(bench: &Bench, quick: bool) {
     }
     if only.is_empty() || only == "rss" {
         rss(bench, quick);
+    }
+    if only.is_empty() || only == "sessions" {
+        sessions(bench, quick);
+    }
+}
+
+/// The cost of saving a message, and of continuing a session of 1,000 messages.
+fn sessions(bench: &Bench, quick: bool) {
+    use nod::provider::{Message, ToolCall};
+    let home = bench.home();
+    let messages: Vec<Message> = (0..1000)
+        .map(|i| match i % 4 {
+            0 => Message::User(format!("question {i}: what does the echo tool say about item {i}?")),
+            1 => Message::Assistant {
+                text: String::new(),
+                calls: vec![ToolCall {
+                    id: format!("call_{i}"),
+                    name: "mcp_fast_echo".into(),
+                    arguments: json!({ "message": format!("item {i}") }).to_string(),
+                }],
+            },
+            2 => Message::Tool { call_id: format!("call_{}", i - 1), content: "r".repeat(1024) },
+            _ => Message::Assistant { text: format!("The echo said item {i}, as it should."), calls: Vec::new() },
+        })
+        .collect();
+    let meta = |title: &str| nod::saved::Meta {
+        id: String::new(),
+        created: nod::saved::now(),
+        workspace: home.display().to_string(),
+        model: "bench".into(),
+        surface: "ask".into(),
+        title: title.into(),
+    };
+    let redactor = nod::util::Redactor::default();
+    let mut per_message = Vec::new();
+    let mut id = String::new();
+    for _ in 0..if quick { 1 } else { 5 } {
+        let mut recorder = nod::saved::Recorder::create(home, meta("bench"), redactor.clone()).expect("a session");
+        let started = Instant::now();
+        for message in &messages {
+            recorder.append(message, None);
+        }
+        per_message.push(started.elapsed().as_secs_f64() * 1000.0 / messages.len() as f64);
+        id = recorder.id().to_string();
+    }
+    println!("saving a message of a session (1,000 messages, 1 KiB tool results among them): median {:.4} ms", median(per_message));
+
+    let script: Arc<Script> = Arc::new(|_| Answer::Text("done"));
+    let runs = if quick { 2 } else { 10 };
+    for mode in MODES {
+        let endpoint = Endpoint::start(script.clone(), mode == Mode::Pinned);
+        let first_request = |extra: &[&str]| {
+            let mut args = vec!["--quiet"];
+            args.extend_from_slice(extra);
+            args.push("one more");
+            let argv = ask_argv(&args);
+            let started = Instant::now();
+            let status = bench
+                .command(&argv, mode)
+                .env("NOD_BASE_URL", endpoint.url())
+                .env("NOD_MODEL", "bench")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .expect("run nod ask");
+            assert!(status.success(), "nod ask failed: {status}");
+            let times = endpoint.take_times(1);
+            times[0].0.duration_since(started).as_secs_f64() * 1000.0
+        };
+        let (mut fresh, mut continued) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            fresh.push(first_request(&["--no-save"]));
+            continued.push(first_request(&["--no-save", "--resume", &id]));
+        }
+        let (fresh, continued) = (median(fresh), median(continued));
+        println!(
+            "nod ask, start to its first request, {}: fresh {fresh:.2} ms, continuing 1,000 messages {continued:.2} ms (+{:.2} ms)",
+            mode.label(),
+            continued - fresh
+        );
     }
 }
 

@@ -147,6 +147,11 @@ impl Bench {
         json!({ "mcp": map })
     }
 
+    /// The bench's `NOD_HOME`.
+    pub fn home(&self) -> &std::path::Path {
+        self.home.path()
+    }
+
     pub fn write_settings(&self, settings: &Value) {
         std::fs::write(self.home.path().join("settings.json"), settings.to_string()).expect("write the settings");
     }
