@@ -20,6 +20,8 @@ pub mod method {
     pub const PROMPTS_CHANGED: &str = "notifications/prompts/list_changed";
     pub const COMPLETE: &str = "completion/complete";
     pub const ELICIT: &str = "elicitation/create";
+    pub const ROOTS_LIST: &str = "roots/list";
+    pub const ROOTS_CHANGED: &str = "notifications/roots/list_changed";
     /// 2026-07-28: the side-effect-free probe that replaces `initialize`.
     pub const DISCOVER: &str = "server/discover";
 }

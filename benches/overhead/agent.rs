@@ -214,7 +214,10 @@ fn sessions(bench: &Bench, quick: bool) {
         per_message.push(started.elapsed().as_secs_f64() * 1000.0 / messages.len() as f64);
         id = recorder.id().to_string();
     }
-    println!("saving a message of a session (1,000 messages, 1 KiB tool results among them): median {:.4} ms", median(per_message));
+    println!(
+        "saving a message of a session (1,000 messages, 1 KiB tool results among them): median {:.4} ms",
+        median(per_message)
+    );
 
     let script: Arc<Script> = Arc::new(|_| Answer::Text("done"));
     let runs = if quick { 2 } else { 10 };

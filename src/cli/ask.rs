@@ -16,6 +16,9 @@ use super::lex::{Parsed, lex, no_argument, string, unknown_option, usage};
 pub struct Globals {
     pub full_access: bool,
     pub context_limits: Vec<String>,
+    /// `--add-dir PATH` (repeatable): directories offered to servers as roots beside the
+    /// workspace.
+    pub add_dirs: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +53,7 @@ pub struct Acp {
 pub(super) enum Global {
     FullAccess,
     ContextLimit,
+    AddDir,
 }
 
 /// Which global flag `arg` is, if it is one.
@@ -57,6 +61,7 @@ pub(super) fn global(arg: &lexopt::Arg<'_>) -> Option<Global> {
     match arg {
         Long("full-access") | Long("yolo") => Some(Global::FullAccess),
         Long("context-limit") => Some(Global::ContextLimit),
+        Long("add-dir") => Some(Global::AddDir),
         _ => None,
     }
 }
@@ -66,6 +71,7 @@ pub(super) fn apply(flag: Global, parser: &mut lexopt::Parser, globals: &mut Glo
     match flag {
         Global::FullAccess => globals.full_access = true,
         Global::ContextLimit => globals.context_limits.push(string(parser, page)?),
+        Global::AddDir => globals.add_dirs.push(string(parser, page)?.into()),
     }
     Ok(())
 }

@@ -225,6 +225,18 @@ pub const FLAGS: &[Flag] = &[
     },
     Flag { long: "yolo", short: None, value: None, about: "Same as --full-access." },
     Flag {
+        long: "add-dir",
+        short: None,
+        value: Some("PATH"),
+        about: "With ask and the shell: offer PATH to the servers as a root beside the workspace (repeatable); servers that ask for roots (roots/list) get the workspace and these directories, a project server the workspace alone.",
+    },
+    Flag {
+        long: "root",
+        short: None,
+        value: Some("PATH"),
+        about: "With nod mcp commands: offer PATH to the server as a root (repeatable). Without it a nod mcp command declares no roots, so a one-off call never exposes a directory.",
+    },
+    Flag {
         long: "context-limit",
         short: None,
         value: Some("NAME=BYTES|off"),
@@ -239,7 +251,7 @@ pub const FLAGS: &[Flag] = &[
     Flag { long: "help", short: Some('h'), value: None, about: "Show help and exit." },
 ];
 
-const CONNECTS: &[&str] = &["json", "timeout", "startup-timeout", "protocol-version"];
+const CONNECTS: &[&str] = &["json", "timeout", "startup-timeout", "protocol-version", "root"];
 
 pub const COMMANDS: &[Command] = &[
     Command {
@@ -312,7 +324,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp list",
         usage: &["nod mcp list [--connect]"],
         about: "Show configured servers and configuration issues without connecting. With --connect, start every enabled server in parallel, discover its catalogs and show a health snapshot: state, negotiated protocol version, tool, resource, template and prompt counts, and the error of a server that failed. On a terminal each server's lines appear as it becomes ready, with the time waited so far on stderr; piped or with --json, one document at the end. Health output never shows commands, environment values, headers or URLs.",
-        flags: &["connect", "json", "timeout", "startup-timeout", "protocol-version"],
+        flags: &["connect", "json", "timeout", "startup-timeout", "protocol-version", "root"],
         args: &[],
         examples: &[
             ("nod mcp list", "The configuration, without connecting."),
@@ -324,7 +336,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp auth",
         usage: &["nod mcp auth <name> [--open]"],
         about: "Authorize a remote server with OAuth: nod discovers the authorization server, registers itself once per authorization server and reuses that client (or uses oauth.client_id or a client metadata document), prints the authorization URL and waits for the browser's redirect to a listener on 127.0.0.1. Every URL that OAuth reaches must be https, or http to a loopback host; link-local and unspecified addresses are refused, before anything is sent. --open launches the browser (the BROWSER command, else xdg-open); on a machine without one, paste the final redirect URL on stdin. Tokens and the registered client are stored in $NOD_HOME/credentials.json (0600); tokens are refreshed before they expire.",
-        flags: &["open", "json", "timeout", "startup-timeout", "protocol-version"],
+        flags: &["open", "json", "timeout", "startup-timeout", "protocol-version", "root"],
         args: &[Arg::Server],
         examples: &[
             ("nod mcp auth notion --open", "Authorize in the browser."),
@@ -408,6 +420,7 @@ pub const COMMANDS: &[Command] = &[
             "timeout",
             "startup-timeout",
             "protocol-version",
+            "root",
         ],
         args: &[Arg::Server, Arg::Tool, Arg::Free],
         examples: &[
@@ -439,7 +452,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp resource read",
         usage: &["nod mcp resource read <server> <uri> [-o FILE]"],
         about: "Read a resource. Text contents are printed, binary ones are never written raw to a terminal; with -o every content, text or binary, goes to FILE instead.",
-        flags: &["output", "json", "timeout", "startup-timeout", "protocol-version"],
+        flags: &["output", "json", "timeout", "startup-timeout", "protocol-version", "root"],
         args: &[Arg::Server, Arg::Free],
         examples: &[
             (
@@ -453,7 +466,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp resource complete",
         usage: &["nod mcp resource complete <server> <uri-template> <variable> [value]"],
         about: "Ask the server to complete a template variable. --arg NAME=VALUE passes variables already chosen.",
-        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version"],
+        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version", "root"],
         args: &[Arg::Server, Arg::Free, Arg::Free, Arg::Free],
         examples: &[(
             "nod mcp resource complete everything 'demo://resource/dynamic/text/{resourceId}' resourceId 1",
@@ -472,7 +485,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp prompt get",
         usage: &["nod mcp prompt get <server> <name> [arguments-json | - | @FILE] [--arg NAME=VALUE]..."],
         about: "Get a prompt. The arguments are a JSON object whose values are strings: inline, from stdin with -, from a file with @FILE, or one at a time with --arg.",
-        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version"],
+        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version", "root"],
         args: &[Arg::Server, Arg::Prompt, Arg::Free],
         examples: &[
             ("nod mcp prompt get everything args-prompt --arg city=Paris", "A prompt with one argument."),
@@ -483,7 +496,7 @@ pub const COMMANDS: &[Command] = &[
         path: "mcp prompt complete",
         usage: &["nod mcp prompt complete <server> <name> <argument> [value]"],
         about: "Ask the server to complete a prompt argument. --arg NAME=VALUE passes arguments already chosen.",
-        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version"],
+        flags: &["arg", "json", "timeout", "startup-timeout", "protocol-version", "root"],
         args: &[Arg::Server, Arg::Prompt, Arg::Free, Arg::Free],
         examples: &[(
             "nod mcp prompt complete everything completable-prompt department E",
@@ -535,6 +548,7 @@ pub const COMMANDS: &[Command] = &[
             "full-access",
             "yolo",
             "context-limit",
+            "add-dir",
         ],
         args: &[Arg::Free],
         examples: &[
@@ -674,6 +688,10 @@ pub const NOD_FLAGS: &[(&str, &str)] = &[
     (
         "--context-limit NAME=BYTES|off",
         "Before ask, permissions or the shell: override one context limit (repeatable).",
+    ),
+    (
+        "--add-dir PATH",
+        "Before ask or the shell: offer PATH to the servers as a root beside the workspace (repeatable).",
     ),
 ];
 

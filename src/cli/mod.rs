@@ -71,6 +71,8 @@ pub struct Options {
     /// `--protocol-version`: replaces protocol_version of every server for this run
     /// (`Some(None)`: auto).
     pub protocol_version: Option<Option<crate::mcp::Version>>,
+    /// `--root PATH` (repeatable): the roots offered to the server; none without it.
+    pub roots: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

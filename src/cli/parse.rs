@@ -33,7 +33,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Parsed<Command> {
     if globals != Globals::default() && !agent_command(&arg) {
         return Err(usage(
             top,
-            "--full-access, --yolo and --context-limit apply to nod ask, nod acp, nod permissions and the shell",
+            "--full-access, --yolo, --context-limit and --add-dir apply to nod ask, nod acp, nod permissions and the shell",
         ));
     }
     // The first word decides; every branch returns.
@@ -235,6 +235,7 @@ fn parse_mcp(parser: &mut lexopt::Parser) -> Parsed<Command> {
                     })?),
                 });
             }
+            Long("root") => rest.options.roots.push(string(parser, page)?.into()),
             Long("open") => rest.open = true,
             Short('y') | Long("yes") => rest.yes = true,
             Long("connect") => rest.connect = true,
@@ -451,7 +452,7 @@ mod tests {
         let Ok(Command::Permissions { globals, json: true }) = p("permissions --full-access --json") else { panic!() };
         assert!(globals.full_access);
         assert!(p("permissions extra").is_err());
-        assert_eq!(p("--yolo").unwrap(), Command::Shell(Globals { full_access: true, context_limits: Vec::new() }));
+        assert_eq!(p("--yolo").unwrap(), Command::Shell(Globals { full_access: true, ..Globals::default() }));
     }
 
     #[test]

@@ -55,7 +55,13 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         eprintln!("! {notice}");
     }
     let (asked_tx, asked) = crossbeam_channel::unbounded();
-    let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
+    let roots = crate::session::roots::Roots::for_workspace(
+        std::path::Path::new(&workspace),
+        &ask.globals.add_dirs,
+        &setup.loaded,
+    )?;
+    let policy = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
+    let handler = Arc::new(crate::session::roots::WithRoots::new(policy, Arc::new(roots)));
     // nod ask never starts an OAuth flow: a server that needs one says so.
     let runtime =
         setup.runtime(handler, Access { revisions: crate::session::revisions::default_path(), ..Access::default() });

@@ -25,6 +25,7 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
         return configuration(&loaded, json);
     }
     super::one::note_skipped(&loaded);
+    let handler = super::one::with_roots(super::one::no_input(), ctx)?;
     let engine = super::one::start_engine(ctx);
     let access = Access {
         browser: super::browser::from_environment(),
@@ -44,7 +45,7 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
         let each = move |health: &Health| {
             let _ = tx.send(health.clone());
         };
-        let done = Fleet::connect_and_check_each(&engine, &loaded.servers, super::one::no_input(), &access, &each);
+        let done = Fleet::connect_and_check_each(&engine, &loaded.servers, handler.clone(), &access, &each);
         drop(each);
         if let Some(printer) = printer {
             let _ = printer.join();

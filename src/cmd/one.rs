@@ -148,6 +148,7 @@ impl One {
         access: &Access,
         ctx: &Context,
     ) -> anyhow::Result<One> {
+        let handler = with_roots(handler, ctx)?;
         let loaded = load_profile(Some(name), ctx)?;
         let config = find_server(&loaded, name)?;
         let engine = start_engine(ctx);
@@ -200,6 +201,23 @@ pub(super) fn start_engine(ctx: &Context) -> Engine {
         stop.shutdown();
     });
     engine
+}
+
+/// `handler`, offering the directories `--root` named as roots (none without it: a one-off
+/// command never exposes a directory on its own).
+pub(super) fn with_roots(handler: Arc<dyn InboundHandler>, ctx: &Context) -> anyhow::Result<Arc<dyn InboundHandler>> {
+    use crate::session::roots::{Roots, WithRoots};
+    let Some((first, rest)) = ctx.options.roots.split_first() else { return Ok(handler) };
+    for dir in &ctx.options.roots {
+        if !dir.is_dir() {
+            return Err(super::failure::fail(
+                super::failure::Kind::Usage,
+                format!("--root {} is not a directory", dir.display()),
+            ));
+        }
+    }
+    let roots = Arc::new(Roots::new(Some(first), rest, std::iter::empty()));
+    Ok(Arc::new(WithRoots::new(handler, roots)))
 }
 
 /// The handler for commands that cannot ask anyone: elicitations are cancelled.

@@ -12,6 +12,7 @@ use modern::Era;
 pub mod query;
 mod remote;
 pub(crate) mod revisions;
+pub mod roots;
 pub mod runtime;
 pub(crate) mod schema;
 pub mod skills;

@@ -248,8 +248,8 @@ impl Session {
         let mut waiting = Vec::new();
         for (key, request) in requests.into_iter().flatten() {
             let method_name = request.get("method").and_then(Value::as_str).unwrap_or("");
-            if method_name != method::ELICIT {
-                return invalid("asks for input nod does not provide (only elicitation)");
+            if method_name != method::ELICIT && method_name != method::ROOTS_LIST {
+                return invalid("asks for input nod does not provide (only elicitation and roots)");
             }
             let (tx, rx) = crossbeam_channel::bounded(1);
             let req = crate::dispatch::ServerRequest {

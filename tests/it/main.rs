@@ -47,6 +47,8 @@ mod real;
 mod real_agent;
 /// Real servers over HTTP and SSE: server-everything and the Python SDK (stdio too).
 mod real_http;
+/// Roots: the workspace, --add-dir, /add-dir, --root, project servers, server-filesystem.
+mod roots;
 /// JSON everywhere, typed --jsonl errors, argument sources, output files, answers, timeouts.
 mod scripting;
 /// Saved sessions: nod ask -c / --resume, nod sessions, kills, torn files, secrets.

@@ -265,3 +265,39 @@ fn subagents_share_server_everything_within_their_parents_rules() {
     assert!(read.starts_with("<untrusted_external source=\"mcp\" server=\"everything\""), "{read}");
     env.assert_no_leftovers();
 }
+
+#[test]
+#[ignore = "needs the MCP servers from npm; cargo test -- --include-ignored (README)"]
+fn server_filesystem_without_a_directory_serves_the_workspace_it_gets_as_roots_and_nothing_else() {
+    let bin = npm_bin("mcp-server-filesystem");
+    let env = Env::new();
+    let workspace = env.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("note.txt"), "in the workspace").unwrap();
+    std::fs::write(env.path("outside.txt"), "CANARY-OUTSIDE").unwrap();
+    // No directory on its command line: the server asks nod for its roots.
+    env.profile(json!({ "mcp": { "fs": { "command": [bin], "env": env.marker_env() } } }));
+    settings(&env, json!({ "permission": { "mcp_fs_*": "allow" } }));
+    let select = |name: &str| call("mcp_select_tool", json!({ "name": name }));
+    let read = |path: &std::path::Path| call("mcp_fs_read_text_file", json!({ "path": path }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![select("mcp_fs_read_text_file"), select("mcp_fs_list_allowed_directories")]),
+        Step::Calls(
+            String::new(),
+            vec![
+                call("mcp_fs_list_allowed_directories", json!({})),
+                read(&workspace.join("note.txt")),
+                read(&env.path("outside.txt")),
+            ],
+        ),
+        Step::Text("Read.".into()),
+    ]);
+    ask(&env, &model, &["read", "my", "note"]).cwd(&workspace).run().code(0).within(60.0);
+    let results = tool_messages(&model.requests()[2]);
+    let canonical = std::fs::canonicalize(&workspace).unwrap().display().to_string();
+    assert!(results[2].1.contains(&canonical), "the workspace is its allowed directory: {}", results[2].1);
+    assert!(results[3].1.contains("in the workspace"), "{}", results[3].1);
+    assert!(!results[4].1.contains("CANARY-OUTSIDE"), "nothing outside the roots: {}", results[4].1);
+    assert!(results[4].1.contains("denied") || results[4].1.contains("outside"), "{}", results[4].1);
+    env.assert_no_leftovers();
+}

@@ -203,7 +203,7 @@ impl AgentSide {
                     "loadSession": true,
                     "promptCapabilities": { "image": false, "audio": false, "embeddedContext": true },
                     "mcpCapabilities": { "http": true, "sse": true },
-                    "sessionCapabilities": { "close": {}, "list": {}, "resume": {} },
+                    "sessionCapabilities": { "close": {}, "list": {}, "resume": {}, "additionalDirectories": {} },
                 },
                 "agentInfo": { "name": "nod", "title": "nod", "version": env!("CARGO_PKG_VERSION") },
                 "authMethods": [],
@@ -348,7 +348,20 @@ impl AgentSide {
         }
         let caps = self.client.get().copied().unwrap_or_default();
         let (asked_tx, asked_rx) = crossbeam_channel::unbounded();
-        let handler = Arc::new(PolicyHandler::relaying(caps.form, caps.url, asked_tx));
+        let relaying = Arc::new(PolicyHandler::relaying(caps.form, caps.url, asked_tx));
+        // The session's roots: its cwd, and the client's additional directories.
+        let added: Vec<std::path::PathBuf> = params
+            .get("additionalDirectories")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .collect();
+        let roots = crate::session::roots::Roots::new(Some(&cwd), &added, std::iter::empty());
+        roots.set_project(&setup.loaded);
+        let handler = Arc::new(crate::session::roots::WithRoots::new(relaying, Arc::new(roots)));
         // No OAuth flow from here: stored tokens are used, and a server that needs more
         // says so.
         let access = Access {

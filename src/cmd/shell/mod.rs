@@ -98,6 +98,8 @@ struct Shell<'a> {
     failed: bool,
     /// Where conversations are saved (`$NOD_HOME`), unless saving is off.
     saving: Option<std::path::PathBuf>,
+    /// The directories offered to the servers as roots: the workspace, `--add-dir`, `/add-dir`.
+    roots: Arc<crate::session::roots::Roots>,
 }
 
 impl<'a> Shell<'a> {
@@ -128,7 +130,13 @@ impl<'a> Shell<'a> {
             eprintln!("! {notice}");
         }
         let (asked_tx, asked_rx) = crossbeam_channel::unbounded();
-        let runtime = new_runtime(&setup.loaded, &asked_tx, ctx);
+        let roots = crate::session::roots::Roots::for_workspace(
+            std::path::Path::new(&workspace()),
+            &globals.add_dirs,
+            &setup.loaded,
+        )?;
+        let roots = Arc::new(roots);
+        let runtime = new_runtime(&setup.loaded, &asked_tx, &roots, ctx);
         let failed =
             runtime.start_each(|s| s.required, &|name, state| notify(&settle_line(&runtime, name, state, ctx)));
         if let Some((name, why)) = failed.first() {
@@ -155,6 +163,7 @@ impl<'a> Shell<'a> {
             leaving: Arc::default(),
             failed: false,
             saving,
+            roots,
         };
         shell.on_terminate();
         if shell.trust_prompt(&loaded) {
@@ -355,6 +364,7 @@ impl<'a> Shell<'a> {
                 );
             }
             "/resume" => self.resume(rest),
+            "/add-dir" => self.add_dir(rest),
             "/model" => self.model(rest),
             "/permissions" => self.permissions(rest),
             "/status" => self.status(),
@@ -438,6 +448,38 @@ impl<'a> Shell<'a> {
         match crate::saved::Recorder::create(home, meta, self.ctx.redactor.clone()) {
             Ok(recorder) => self.agent.save_to(recorder),
             Err(err) => eprintln!("! {}; this conversation is not saved", terminal_safe(&format!("{err:#}"))),
+        }
+    }
+
+    /// `/add-dir PATH`: offers PATH to the servers as a root from now on, and tells the
+    /// connected ones that their roots changed.
+    fn add_dir(&mut self, rest: &str) {
+        let path = rest.trim();
+        if path.is_empty() {
+            let dirs: Vec<String> = self.roots.dirs().iter().map(|d| d.display().to_string()).collect();
+            println!("roots: {}", terminal_safe(&dirs.join(", ")));
+            return;
+        }
+        match self.roots.add(std::path::Path::new(path)) {
+            Ok(true) => {
+                let runtime = self.agent.runtime().clone();
+                let mut told = 0;
+                for name in runtime.ready() {
+                    // Initialize-era servers hear of the change; a 2026-07-28 one asks each time.
+                    if let Ok(session) = runtime.session(&name)
+                        && !session.is_modern()
+                    {
+                        session.notify(crate::mcp::method::ROOTS_CHANGED, None);
+                        told += 1;
+                    }
+                }
+                println!("added root {} (told {told} server{})", terminal_safe(path), if told == 1 { "" } else { "s" });
+            }
+            Ok(false) => println!("{} is a root already", terminal_safe(path)),
+            Err(why) => {
+                self.failed = true;
+                eprintln!("✗ {}", terminal_safe(&why));
+            }
         }
     }
 
@@ -752,7 +794,8 @@ impl<'a> Shell<'a> {
         if !broken.is_empty() {
             return Err(broken);
         }
-        let runtime = new_runtime(&loaded, &self.asked, self.ctx);
+        self.roots.set_project(&loaded);
+        let runtime = new_runtime(&loaded, &self.asked, &self.roots, self.ctx);
         let ctx = self.ctx;
         let failed =
             runtime.start_each(|_| true, &|name, state| eprintln!("{}", settle_line(&runtime, name, state, ctx)));
@@ -899,9 +942,16 @@ enum Flow {
     Exit,
 }
 
-/// A runtime over `loaded`'s servers whose elicitations go to the agent.
-fn new_runtime(loaded: &Loaded, asked: &Sender<Asked>, ctx: &Context) -> Arc<Runtime> {
-    let handler = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked.clone())));
+/// A runtime over `loaded`'s servers whose elicitations go to the agent and which are offered
+/// `roots`.
+fn new_runtime(
+    loaded: &Loaded,
+    asked: &Sender<Asked>,
+    roots: &Arc<crate::session::roots::Roots>,
+    ctx: &Context,
+) -> Arc<Runtime> {
+    let policy = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked.clone())));
+    let handler = Arc::new(crate::session::roots::WithRoots::new(policy, roots.clone()));
     let access = Access {
         browser: super::browser::from_environment(),
         fresh: false,
@@ -1066,6 +1116,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("/permissions [mode]", "the permission mode and rules; ask, full-access or reset for this session"),
     ("/skills", "the installed skills, their origin and state (nod skills for more)"),
     ("/resume [id]", "go on with a saved session (a numbered menu of this workspace's without an id)"),
+    ("/add-dir [path]", "offer a directory to the servers as a root (the roots without a path)"),
     ("/status", "model, endpoint, workspace, permissions, MCP servers, tokens"),
     ("/model [id]", "the model, or use another for this session"),
     ("/new", "a fresh conversation (also /clear); MCP servers stay"),
