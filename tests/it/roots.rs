@@ -96,3 +96,32 @@ fn the_shell_adds_a_root_and_tells_the_servers() {
     let wire = env.wire();
     assert!(wire.iter().any(|m| m["method"] == "notifications/roots/list_changed"), "{wire:?}");
 }
+
+#[test]
+fn an_acp_session_offers_its_cwd_and_the_clients_additional_directories() {
+    use crate::acp::{Client, cwd, fixture_server, prompt};
+    let env = Env::new();
+    let workspace = cwd(&env);
+    let extra = env.path("more");
+    std::fs::create_dir_all(&extra).unwrap();
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_ask_client" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_ask_client", json!({ "method": "roots/list" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    let mut client = Client::start(&env, &model);
+    let init = client.initialize(json!({}));
+    assert!(init["result"]["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"].is_object(), "{init}");
+    let answer = client.call(
+        "session/new",
+        json!({ "cwd": workspace, "mcpServers": [fixture_server(&env, "fx")], "additionalDirectories": [extra] }),
+    );
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    client.call("session/set_mode", json!({ "sessionId": session, "modeId": "full-access" }));
+    let id = prompt(&mut client, &session, "roots?");
+    assert_eq!(client.until_answer(id)["result"]["stopReason"], "end_turn");
+    let result = &tool_messages(&model.requests()[2])[1].1;
+    assert!(result.contains(&uri(std::path::Path::new(&workspace))) && result.contains(&uri(&extra)), "{result}");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+}
