@@ -125,6 +125,7 @@ impl Agent {
                 messages: &messages,
                 tools: &tools,
                 tool_choice_none: first && self.options.first_call_tool_choice_none,
+                sampling: None,
             };
             let Some(provider) = self.provider.as_ref() else {
                 return Err(End::Failed(NO_MODEL.into()));

@@ -62,6 +62,8 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
     )?;
     let policy = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
     let handler = Arc::new(crate::session::roots::WithRoots::new(policy, Arc::new(roots)));
+    let sampler = setup.sampler();
+    let handler = setup::Setup::with_sampling(handler, sampler.as_ref());
     // nod ask never starts an OAuth flow: a server that needs one says so.
     let runtime =
         setup.runtime(handler, Access { revisions: crate::session::revisions::default_path(), ..Access::default() });
@@ -90,10 +92,12 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         last: '\n',
         wrote: false,
         redactor: ctx.redactor.clone(),
+        sampling: None,
     };
     let report = agent.turn(&prompt, &mut surface, &ctx.interrupt);
     runtime.shutdown();
     let id = agent.saved_id().unwrap_or_default();
+    surface.sampling = sampler.map(|s| s.stats.clone());
     surface.end(&report, agent.model(), &id)
 }
 
@@ -210,6 +214,8 @@ struct AskSurface {
     last: char,
     wrote: bool,
     redactor: crate::util::Redactor,
+    /// The servers' sampling costs, for `--json`.
+    sampling: Option<Arc<crate::session::sampling::Stats>>,
 }
 
 impl AskSurface {
@@ -271,6 +277,12 @@ impl AskSurface {
             }
             if report.step_limit {
                 out["step_limit"] = json!(true);
+            }
+            // What the servers' sampling requests cost, apart from the agent's own.
+            if let Some(stats) = &self.sampling {
+                use std::sync::atomic::Ordering::SeqCst;
+                out["sampling"] = json!({ "requests": stats.requests.load(SeqCst), "usage": {
+                    "input_tokens": stats.input_tokens.load(SeqCst), "output_tokens": stats.output_tokens.load(SeqCst) } });
             }
             if let Some(input) = &report.input_required {
                 out["input_required"] = input_json(input);

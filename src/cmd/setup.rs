@@ -159,6 +159,31 @@ impl Setup {
         Arc::new(Runtime::new(crate::dispatch::Engine::start(), self.loaded.servers.clone(), handler, access))
     }
 
+    /// What answers the servers' sampling requests: the configured model, under the sampling
+    /// rules of settings.json and the permission mode; none without a model (then nod does
+    /// not declare sampling).
+    pub fn sampler(&self) -> Option<Arc<crate::session::sampling::Sampler>> {
+        let config = self.provider.as_ref().ok()?;
+        let (rules, issues) = crate::session::sampling::rules(&self.settings.sampling);
+        for issue in issues {
+            log::warn!("{issue}");
+        }
+        let full_access = self.policy.mode() == crate::agent::permissions::Mode::FullAccess;
+        let model = Arc::new(Provider::new(config.clone())) as Arc<dyn crate::provider::Model>;
+        Some(Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access)))
+    }
+
+    /// `handler` with sampling answered by `sampler`, when there is one.
+    pub fn with_sampling(
+        handler: Arc<dyn crate::dispatch::InboundHandler>,
+        sampler: Option<&Arc<crate::session::sampling::Sampler>>,
+    ) -> Arc<dyn crate::dispatch::InboundHandler> {
+        match sampler {
+            Some(sampler) => Arc::new(crate::session::sampling::WithSampling::new(handler, sampler.clone())),
+            None => handler,
+        }
+    }
+
     /// The agent over `runtime`, whose servers' elicitations arrive on `asked`.
     pub fn agent(&self, runtime: Arc<Runtime>, asked: crossbeam_channel::Receiver<Asked>) -> Agent {
         let provider =

@@ -35,6 +35,8 @@ pub struct AgentSettings {
     pub prompt_history_off: bool,
     /// `save_sessions: false`: no conversation is saved.
     pub save_sessions_off: bool,
+    /// `sampling` values (per server allow or deny): the user's, then the workspace's.
+    pub sampling: Vec<Value>,
     pub issues: Vec<String>,
 }
 
@@ -130,6 +132,9 @@ fn read_layer(layer: &Map<String, Value>, source: &'static str, settings: &mut A
     }
     if let Some(limits) = layer.get("context_limits") {
         settings.context_limits.push(limits.clone());
+    }
+    if let Some(sampling) = layer.get("sampling") {
+        settings.sampling.push(sampling.clone());
     }
 }
 

@@ -143,6 +143,16 @@ pub struct Request<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
     pub tool_choice_none: bool,
+    /// A server's sampling request's own settings (none for the agent's requests).
+    pub sampling: Option<&'a Sampling>,
+}
+
+/// What a sampling request may set of the completion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampling {
+    pub max_tokens: u64,
+    pub temperature: Option<f64>,
+    pub stop: Vec<String>,
 }
 
 /// What the agent needs of a model: one request, its text streamed to `on_text`, ended at
@@ -291,6 +301,9 @@ fn body(model: &str, req: &Request<'_>, with_options: bool) -> Vec<u8> {
         tools: tools.then_some(Tools(req.tools)),
         tool_choice: tools.then_some(if req.tool_choice_none { "none" } else { "auto" }),
         parallel_tool_calls: tools.then_some(true),
+        max_tokens: req.sampling.map(|s| s.max_tokens),
+        temperature: req.sampling.and_then(|s| s.temperature),
+        stop: req.sampling.map(|s| s.stop.as_slice()).filter(|stop| !stop.is_empty()),
     };
     serde_json::to_vec(&body).unwrap_or_default()
 }
@@ -308,6 +321,12 @@ struct Body<'a> {
     tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop: Option<&'a [String]>,
 }
 
 #[derive(Serialize)]
@@ -451,7 +470,8 @@ mod tests {
             Message::Tool { call_id: "c1".into(), content: "ok".into() },
         ];
         let tools = vec![ToolSpec { name: "t".into(), description: "d".into(), parameters: json!({"type": "object"}) }];
-        let body = body("m", &Request { messages: &messages, tools: &tools, tool_choice_none: false }, true);
+        let body =
+            body("m", &Request { messages: &messages, tools: &tools, tool_choice_none: false, sampling: None }, true);
         let body: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
         assert_eq!(body["messages"][2]["content"], Value::Null);
@@ -466,7 +486,11 @@ mod tests {
         assert_eq!(body["messages"][3], json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}));
         assert_eq!(body["tool_choice"], "auto");
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
-        let bare = super::body("m", &Request { messages: &messages, tools: &[], tool_choice_none: false }, false);
+        let bare = super::body(
+            "m",
+            &Request { messages: &messages, tools: &[], tool_choice_none: false, sampling: None },
+            false,
+        );
         let bare: Value = serde_json::from_slice(&bare).unwrap();
         assert!(
             bare.get("tools").is_none() && bare.get("tool_choice").is_none() && bare.get("stream_options").is_none()

@@ -14,6 +14,7 @@ mod remote;
 pub(crate) mod revisions;
 pub mod roots;
 pub mod runtime;
+pub mod sampling;
 pub(crate) mod schema;
 pub mod skills;
 pub(crate) mod state;

@@ -49,6 +49,8 @@ mod real_agent;
 mod real_http;
 /// Roots: the workspace, --add-dir, /add-dir, --root, project servers, server-filesystem.
 mod roots;
+/// Sampling: servers asking nod's model, by rule, bounded.
+mod sampling;
 /// JSON everywhere, typed --jsonl errors, argument sources, output files, answers, timeouts.
 mod scripting;
 /// Saved sessions: nod ask -c / --resume, nod sessions, kills, torn files, secrets.

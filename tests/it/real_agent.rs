@@ -301,3 +301,39 @@ fn server_filesystem_without_a_directory_serves_the_workspace_it_gets_as_roots_a
     assert!(results[4].1.contains("denied") || results[4].1.contains("outside"), "{}", results[4].1);
     env.assert_no_leftovers();
 }
+
+#[test]
+#[ignore = "needs the MCP servers from npm; cargo test -- --include-ignored (README)"]
+fn server_everything_samples_nods_model_when_allowed() {
+    let bin = npm_bin("mcp-server-everything");
+    let env = Env::new();
+    env.profile(json!({ "mcp": { "everything": { "command": [bin], "env": env.marker_env() } } }));
+    settings(&env, json!({ "permission": { "mcp_everything_*": "allow" }, "sampling": { "everything": "allow" } }));
+    let tool = "mcp_everything_trigger-sampling-request";
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": tool }))]),
+        Step::Calls(String::new(), vec![call(tool, json!({ "prompt": "name a colour", "maxTokens": 20 }))]),
+        Step::Text("Teal.".into()),
+        Step::Text("The server got teal.".into()),
+    ]);
+    let out = ask(&env, &model, &["--json", "sample", "through", "everything"]).run();
+    out.code(0).within(60.0);
+    let requests = model.requests();
+    // The server only offers the tool to a client that declared sampling.
+    assert!(tool_messages(&requests[1])[0].1.contains("trigger-sampling-request"), "{:?}", tool_messages(&requests[1]));
+    assert_eq!(
+        requests[2]["messages"],
+        json!([
+            { "role": "system", "content": "You are a helpful test server." },
+            { "role": "user", "content": "Resource trigger-sampling-request context: name a colour" }
+        ])
+    );
+    assert_eq!((requests[2]["max_tokens"].clone(), requests[2]["temperature"].clone()), (json!(20), json!(0.7)));
+    let result = tool_messages(&requests[3]).last().unwrap().1.clone();
+    assert!(
+        result.contains("LLM sampling result") && result.contains("Teal.") && result.contains("endTurn"),
+        "{result}"
+    );
+    assert_eq!(out.json()["sampling"]["requests"], 1);
+    env.assert_no_leftovers();
+}

@@ -362,6 +362,7 @@ impl AgentSide {
         let roots = crate::session::roots::Roots::new(Some(&cwd), &added, std::iter::empty());
         roots.set_project(&setup.loaded);
         let handler = Arc::new(crate::session::roots::WithRoots::new(relaying, Arc::new(roots)));
+        let handler = super::setup::Setup::with_sampling(handler, setup.sampler().as_ref());
         // No OAuth flow from here: stored tokens are used, and a server that needs more
         // says so.
         let access = Access {

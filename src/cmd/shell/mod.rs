@@ -100,6 +100,8 @@ struct Shell<'a> {
     saving: Option<std::path::PathBuf>,
     /// The directories offered to the servers as roots: the workspace, `--add-dir`, `/add-dir`.
     roots: Arc<crate::session::roots::Roots>,
+    /// What answers the servers' sampling requests (none without a model).
+    sampler: Option<Arc<crate::session::sampling::Sampler>>,
 }
 
 impl<'a> Shell<'a> {
@@ -136,7 +138,8 @@ impl<'a> Shell<'a> {
             &setup.loaded,
         )?;
         let roots = Arc::new(roots);
-        let runtime = new_runtime(&setup.loaded, &asked_tx, &roots, ctx);
+        let sampler = setup.sampler();
+        let runtime = new_runtime(&setup.loaded, &asked_tx, &roots, sampler.as_ref(), ctx);
         let failed =
             runtime.start_each(|s| s.required, &|name, state| notify(&settle_line(&runtime, name, state, ctx)));
         if let Some((name, why)) = failed.first() {
@@ -164,6 +167,7 @@ impl<'a> Shell<'a> {
             failed: false,
             saving,
             roots,
+            sampler,
         };
         shell.on_terminate();
         if shell.trust_prompt(&loaded) {
@@ -795,7 +799,7 @@ impl<'a> Shell<'a> {
             return Err(broken);
         }
         self.roots.set_project(&loaded);
-        let runtime = new_runtime(&loaded, &self.asked, &self.roots, self.ctx);
+        let runtime = new_runtime(&loaded, &self.asked, &self.roots, self.sampler.as_ref(), self.ctx);
         let ctx = self.ctx;
         let failed =
             runtime.start_each(|_| true, &|name, state| eprintln!("{}", settle_line(&runtime, name, state, ctx)));
@@ -948,10 +952,12 @@ fn new_runtime(
     loaded: &Loaded,
     asked: &Sender<Asked>,
     roots: &Arc<crate::session::roots::Roots>,
+    sampler: Option<&Arc<crate::session::sampling::Sampler>>,
     ctx: &Context,
 ) -> Arc<Runtime> {
     let policy = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked.clone())));
     let handler = Arc::new(crate::session::roots::WithRoots::new(policy, roots.clone()));
+    let handler = super::setup::Setup::with_sampling(handler, sampler);
     let access = Access {
         browser: super::browser::from_environment(),
         fresh: false,

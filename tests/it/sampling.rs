@@ -1,0 +1,109 @@
+//! Sampling: a server asks nod's model for a completion. Declared only with a model; answered
+//! only when a rule (or --full-access) allows the server, as a separate model request with the
+//! server's system prompt, messages and settings (maxTokens capped); declined otherwise,
+//! saying how to allow it; bounded per server.
+
+use serde_json::{Value, json};
+
+use crate::ask::{ask, call, settings};
+use crate::model::{Model, Step, tool_messages};
+use crate::support::Env;
+
+fn script(answer: &str) -> Vec<Step> {
+    vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
+        Step::Text(answer.into()),
+        Step::Text("Done.".into()),
+    ]
+}
+
+#[test]
+fn an_allowed_server_samples_nods_model_in_a_request_of_its_own() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" }, "sampling": { "fx": "allow" } }));
+    let model = Model::start(script("Four."));
+    let out = ask(&env, &model, &["--json", "sample", "it"]).run();
+    out.code(0);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4);
+    // The sampling request: the server's system prompt and message, its settings, no tools.
+    let sampled = &requests[2];
+    assert_eq!(
+        sampled["messages"],
+        json!([{ "role": "system", "content": "Answer in one line." }, { "role": "user", "content": "what is 2+2?" }])
+    );
+    assert!(sampled.get("tools").is_none(), "{sampled}");
+    assert_eq!((sampled["max_tokens"].clone(), sampled["temperature"].clone()), (json!(100), json!(0.5)));
+    assert_eq!(sampled["stop"], json!(["END"]));
+    // The answer reached the server in the protocol's shape, and the model saw it as the tool's result.
+    let result = tool_messages(&requests[3]).last().unwrap().1.clone();
+    let shown: Value = serde_json::from_str(
+        result.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no JSON in {result}")),
+    )
+    .unwrap();
+    assert_eq!(
+        shown["result"],
+        json!({ "model": "fake-model", "stopReason": "endTurn", "role": "assistant", "content": { "type": "text", "text": "Four." } })
+    );
+    // Nothing of the conversation went along (includeContext is ignored), and the cost is counted apart.
+    assert!(!sampled.to_string().contains("sample it"), "{sampled}");
+    assert_eq!(out.json()["sampling"]["requests"], 1, "{}", out.json());
+    let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
+    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({}));
+}
+
+#[test]
+fn sampling_is_declined_without_a_rule_and_never_declared_without_a_model() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    ask(&env, &model, &["sample", "it"]).run().code(0);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "no request for the server's sampling");
+    let result = tool_messages(&requests[2]).last().unwrap().1.clone();
+    assert!(result.contains("declined: nod answers sampling requests only when allowed"), "{result}");
+    assert!(result.contains(r#"{\"sampling\": {\"fx\": \"allow\"}}"#), "it says how: {result}");
+    // A denied server, even with --full-access.
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" }, "sampling": { "fx": "deny" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    ask(&env, &model, &["--full-access", "sample", "it"]).run().code(0);
+    assert!(tool_messages(&model.requests()[2]).last().unwrap().1.contains("sampling is denied for server fx"));
+    // nod mcp has no model: no sampling declared.
+    let _ = std::fs::remove_file(env.record_path());
+    env.nod(["mcp", "tool", "list", "fx"]).run().code(0);
+    let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
+    assert!(initialize["params"]["capabilities"].get("sampling").is_none(), "{initialize}");
+}
+
+#[test]
+fn full_access_allows_sampling_and_a_looping_sampler_is_stopped() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let mut steps = vec![Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))])];
+    // 21 samplings, one a step: each step is a tool call, then the sampling request's answer.
+    for i in 0..21 {
+        steps.push(Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": format!("q{i}") }))]));
+        if i < 20 {
+            steps.push(Step::Text(format!("a{i}")));
+        }
+    }
+    steps.push(Step::Text("Done.".into()));
+    let model = Model::start(steps);
+    let out = ask(&env, &model, &["--full-access", "--json", "--max-steps", "100", "loop"]).run();
+    out.code(0);
+    assert_eq!(out.json()["sampling"]["requests"], 20, "{}", out.json());
+    let last = tool_messages(model.requests().last().unwrap()).last().unwrap().1.clone();
+    assert!(last.contains("asked for 20 samplings already"), "the 21st is refused: {last}");
+}
