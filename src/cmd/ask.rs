@@ -278,8 +278,11 @@ impl AskSurface {
             if report.step_limit {
                 out["step_limit"] = json!(true);
             }
-            // What the servers' sampling requests cost, apart from the agent's own.
-            if let Some(stats) = &self.sampling {
+            // What the servers' sampling requests cost, apart from the agent's own (present
+            // when a server sampled).
+            if let Some(stats) =
+                self.sampling.as_ref().filter(|s| s.requests.load(std::sync::atomic::Ordering::SeqCst) > 0)
+            {
                 use std::sync::atomic::Ordering::SeqCst;
                 out["sampling"] = json!({ "requests": stats.requests.load(SeqCst), "usage": {
                     "input_tokens": stats.input_tokens.load(SeqCst), "output_tokens": stats.output_tokens.load(SeqCst) } });
