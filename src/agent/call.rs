@@ -521,8 +521,12 @@ impl Agent {
                     }
                     Err(_) => return Err(Ran::Done(Outcome::failed(tool, "nod is shutting down"))),
                 },
-                recv(self.asked) -> asked => if let Ok(Asked { input, responder }) = asked {
+                recv(self.asked) -> asked => if let Ok(Asked { input, responder, sampling }) = asked {
                     if responder.is_cancelled() {
+                        continue;
+                    }
+                    if let Some(asked) = sampling {
+                        responder.respond(Ok(approve_sampling(calling.surface, &asked)));
                         continue;
                     }
                     match calling.surface.elicit(&input) {
@@ -637,5 +641,20 @@ pub fn preview(raw: &str) -> String {
     match line.char_indices().nth(80) {
         Some((cut, _)) => format!("{}…", &line[..cut]),
         None => line,
+    }
+}
+
+/// A server's sampling request put to the person on `surface` as an approval of the
+/// `sampling` pseudo-tool (its arguments: the server, the messages, the token limit, the model
+/// that would answer); the answer for the sampler: `{"approved", "asked"}` (`asked` false
+/// when the surface could ask nobody).
+pub(super) fn approve_sampling(surface: &mut dyn Surface, asked: &Value) -> Value {
+    let server = asked.get("server").and_then(Value::as_str).map(str::to_string);
+    let approval =
+        super::Approval { tool: "sampling".into(), server, original: None, arguments: asked.clone(), agent: None };
+    match surface.approve(&approval) {
+        Some(super::Answer::Once | super::Answer::Session) => json!({ "approved": true, "asked": true }),
+        Some(_) => json!({ "approved": false, "asked": true }),
+        None => json!({ "approved": false, "asked": false }),
     }
 }

@@ -60,9 +60,9 @@ fn run(ask: &Ask, ctx: &Context) -> anyhow::Result<Exit> {
         &ask.globals.add_dirs,
         &setup.loaded,
     )?;
+    let sampler = setup.sampler(Some(asked_tx.clone()));
     let policy = Arc::new(PolicyHandler::new(ElicitPolicy::Fail, Some(asked_tx)));
     let handler = Arc::new(crate::session::roots::WithRoots::new(policy, Arc::new(roots)));
-    let sampler = setup.sampler();
     let handler = setup::Setup::with_sampling(handler, sampler.as_ref());
     // nod ask never starts an OAuth flow: a server that needs one says so.
     let runtime =
@@ -231,7 +231,10 @@ impl AskSurface {
         } else {
             "nod ask asks no one unless told to"
         };
-        let rule = serde_json::json!({ "permission": { request.tool.as_str(): "allow" } });
+        let rule = match (request.tool.as_str(), &request.server) {
+            ("sampling", Some(server)) => serde_json::json!({ "sampling": { server.as_str(): "allow" } }),
+            _ => serde_json::json!({ "permission": { request.tool.as_str(): "allow" } }),
+        };
         eprintln!(
             "nod: {} needs approval and {why}. To allow it: rerun with --prompt-permissions on a terminal; or add the rule {rule} to {}; or run with --full-access (no checks at all).",
             crate::util::terminal_safe(&request.title()),

@@ -162,7 +162,10 @@ impl Setup {
     /// What answers the servers' sampling requests: the configured model, under the sampling
     /// rules of settings.json and the permission mode; none without a model (then nod does
     /// not declare sampling).
-    pub fn sampler(&self) -> Option<Arc<crate::session::sampling::Sampler>> {
+    pub fn sampler(
+        &self,
+        asks: Option<crossbeam_channel::Sender<crate::session::elicit::Asked>>,
+    ) -> Option<Arc<crate::session::sampling::Sampler>> {
         let config = self.provider.as_ref().ok()?;
         let (rules, issues) = crate::session::sampling::rules(&self.settings.sampling);
         for issue in issues {
@@ -170,7 +173,7 @@ impl Setup {
         }
         let full_access = self.policy.mode() == crate::agent::permissions::Mode::FullAccess;
         let model = Arc::new(Provider::new(config.clone())) as Arc<dyn crate::provider::Model>;
-        Some(Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access)))
+        Some(Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access, asks)))
     }
 
     /// `handler` with sampling answered by `sampler`, when there is one.

@@ -81,6 +81,10 @@ impl InputRequired {
 pub struct Asked {
     pub input: InputRequired,
     pub responder: Responder,
+    /// Instead of an elicitation, a server's sampling request for the person to approve:
+    /// what it asks (`server`, `messages`, `maxTokens`, `model`). Answered
+    /// `{"approved": true|false}`.
+    pub sampling: Option<Value>,
 }
 
 pub struct PolicyHandler {
@@ -146,7 +150,7 @@ impl InboundHandler for PolicyHandler {
         }
         match &self.asks {
             Some(tx) => {
-                if let Err(unsent) = tx.send(Asked { input, responder }) {
+                if let Err(unsent) = tx.send(Asked { input, responder, sampling: None }) {
                     unsent.into_inner().responder.respond(Ok(json!({ "action": "cancel" })));
                 }
             }

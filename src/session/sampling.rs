@@ -2,7 +2,10 @@
 //! nod declares `sampling` only where a model is configured (`nod ask`, the shell, `nod acp`)
 //! and answers with its own provider, never silently: a rule in settings.json allows or
 //! denies a server (`"sampling": {"docs": "allow"}`), `--full-access` allows every server,
-//! and without a rule the request is declined, saying how to allow it.
+//! and without a rule the person is asked on the surface (the shell's prompt, `nod ask
+//! --prompt-permissions`, ACP `session/request_permission`), shown the server, the messages,
+//! the token limit and the model that would answer; where nobody can be asked it is declined,
+//! saying how to allow it.
 //!
 //! The request becomes one separate model request (never part of the conversation): the
 //! server's system prompt and messages (text), `maxTokens` capped by nod, temperature and stop
@@ -21,6 +24,7 @@ use serde_json::{Value, json};
 use crate::dispatch::{InboundHandler, Responder, ServerRequest};
 use crate::jsonrpc::ResponseError;
 use crate::provider::{Finish, Message, Model, Request, Sampling};
+use crate::session::elicit::{Asked, InputRequired};
 
 pub const METHOD: &str = "sampling/createMessage";
 /// The most tokens a sampling request may ask for.
@@ -32,6 +36,10 @@ const MAX_IN_FLIGHT: usize = 2;
 pub const MAX_PER_SERVER: usize = 20;
 /// The error code MCP gives a declined sampling request.
 const DECLINED: i64 = -1;
+/// How long a person has to answer the question.
+const ASK_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+/// The text of each message the question shows.
+const SHOWN: usize = 500;
 
 /// What sampling cost, for `nod ask --json`.
 #[derive(Default)]
@@ -70,29 +78,86 @@ pub fn rules(settings: &[Value]) -> (HashMap<String, Rule>, Vec<String>) {
     (rules, issues)
 }
 
+/// What the rules say of a server's request.
+enum Verdict {
+    Allowed,
+    Declined(String),
+    /// No rule: the person decides.
+    Ask,
+}
+
 pub struct Sampler {
     model: Arc<dyn Model>,
     rules: HashMap<String, Rule>,
     full_access: bool,
+    /// Where the question goes; none on a surface that cannot ask.
+    asks: Option<crossbeam_channel::Sender<Asked>>,
     pub stats: Arc<Stats>,
     /// Per server: requests in flight, requests so far.
     counts: Mutex<HashMap<String, (usize, usize)>>,
 }
 
 impl Sampler {
-    pub fn new(model: Arc<dyn Model>, rules: HashMap<String, Rule>, full_access: bool) -> Sampler {
-        Sampler { model, rules, full_access, stats: Arc::default(), counts: Mutex::default() }
+    pub fn new(
+        model: Arc<dyn Model>,
+        rules: HashMap<String, Rule>,
+        full_access: bool,
+        asks: Option<crossbeam_channel::Sender<Asked>>,
+    ) -> Sampler {
+        Sampler { model, rules, full_access, asks, stats: Arc::default(), counts: Mutex::default() }
     }
 
-    /// Whether `server` may sample, or why not.
-    fn decide(&self, server: &str) -> Result<(), String> {
+    /// Whether `server` may sample, or why not, or that the person decides.
+    fn decide(&self, server: &str) -> Verdict {
         match self.rules.get(server) {
-            Some(Rule::Deny) => Err(format!("declined: sampling is denied for server {server} in settings.json")),
-            Some(Rule::Allow) => Ok(()),
-            None if self.full_access => Ok(()),
-            None => Err(format!(
-                "declined: nod answers sampling requests only when allowed: {{\"sampling\": {{\"{server}\": \"allow\"}}}} in settings.json, or --full-access"
-            )),
+            Some(Rule::Deny) => {
+                Verdict::Declined(format!("declined: sampling is denied for server {server} in settings.json"))
+            }
+            Some(Rule::Allow) => Verdict::Allowed,
+            None if self.full_access => Verdict::Allowed,
+            None => Verdict::Ask,
+        }
+    }
+
+    /// Puts the request to the person; whether they allowed it. Declined when nobody can be
+    /// asked, or no answer came within ten minutes.
+    fn ask(&self, server: &str, params: &Value) -> Result<(), String> {
+        let how =
+            format!("allow it with {{\"sampling\": {{\"{server}\": \"allow\"}}}} in settings.json, or --full-access");
+        let Some(asks) = &self.asks else { return Err(format!("declined: nobody here can approve sampling; {how}")) };
+        let messages: Vec<Value> = params
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let text = m["content"].get("text").and_then(Value::as_str).unwrap_or("(not text)");
+                let shown: String = crate::util::terminal_safe(text).chars().take(SHOWN).collect();
+                json!({ "role": m.get("role").cloned().unwrap_or(Value::Null), "text": shown })
+            })
+            .collect();
+        let asked = json!({ "server": server, "messages": messages, "maxTokens": params.get("maxTokens"),
+            "model": self.model.config().model });
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let input = InputRequired {
+            server: server.to_string(),
+            mode: "sampling".into(),
+            message: format!("server {server} asks the model for a completion"),
+            requested_schema: None,
+            url: None,
+            elicitation_id: None,
+        };
+        let responder = Responder::local(tx, Arc::default());
+        if asks.send(Asked { input, responder, sampling: Some(asked) }).is_err() {
+            return Err(format!("declined: nobody here can approve sampling; {how}"));
+        }
+        match rx.recv_timeout(ASK_LIMIT) {
+            Ok(Ok(answer)) if answer["approved"] == true => Ok(()),
+            Ok(Ok(answer)) if answer["asked"] == false => {
+                Err(format!("declined: sampling needs approval and nobody could be asked here; {how}"))
+            }
+            Ok(_) => Err(format!("declined by the user; {how}")),
+            Err(_) => Err(format!("declined: nobody answered within {} minutes; {how}", ASK_LIMIT.as_secs() / 60)),
         }
     }
 
@@ -222,12 +287,22 @@ impl InboundHandler for WithSampling {
         }
         let sampler = self.sampler.clone();
         let server = req.server.clone();
-        if let Err(why) = sampler.decide(&server).and_then(|()| sampler.admit(&server)) {
+        let verdict = sampler.decide(&server);
+        if let Verdict::Declined(why) = &verdict {
             log::warn!("server {server}: sampling {why}");
-            return responder.respond(Err(ResponseError::new(DECLINED, why)));
+            return responder.respond(Err(ResponseError::new(DECLINED, why.clone())));
         }
-        // The model answers on a thread of its own: the dispatcher never waits on it.
+        // The person's answer and the model's come on a thread of its own: the dispatcher
+        // never waits on them.
         let spawned = std::thread::Builder::new().name(format!("nod-sampling:{server}")).spawn(move || {
+            let allowed = match verdict {
+                Verdict::Ask => sampler.ask(&server, &req.params),
+                _ => Ok(()),
+            };
+            if let Err(why) = allowed.and_then(|()| sampler.admit(&server)) {
+                log::warn!("server {server}: sampling {why}");
+                return responder.respond(Err(ResponseError::new(DECLINED, why)));
+            }
             let answer = sampler.sample(&req.params);
             sampler.release(&server);
             if !responder.is_cancelled() {

@@ -64,11 +64,12 @@ fn sampling_is_declined_without_a_rule_and_never_declared_without_a_model() {
         Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
         Step::Text("Done.".into()),
     ]);
-    ask(&env, &model, &["sample", "it"]).run().code(0);
+    let out = ask(&env, &model, &["sample", "it"]).run();
+    out.code(0).stderr_has("sampling (server fx) needs approval").stderr_has(r#"{"sampling":{"fx":"allow"}}"#);
     let requests = model.requests();
     assert_eq!(requests.len(), 3, "no request for the server's sampling");
     let result = tool_messages(&requests[2]).last().unwrap().1.clone();
-    assert!(result.contains("declined: nod answers sampling requests only when allowed"), "{result}");
+    assert!(result.contains("declined: sampling needs approval and nobody could be asked here"), "{result}");
     assert!(result.contains(r#"{\"sampling\": {\"fx\": \"allow\"}}"#), "it says how: {result}");
     // A denied server, even with --full-access.
     settings(&env, json!({ "permission": { "mcp_fx_*": "allow" }, "sampling": { "fx": "deny" } }));
@@ -106,4 +107,31 @@ fn full_access_allows_sampling_and_a_looping_sampler_is_stopped() {
     assert_eq!(out.json()["sampling"]["requests"], 20, "{}", out.json());
     let last = tool_messages(model.requests().last().unwrap()).last().unwrap().1.clone();
     assert!(last.contains("asked for 20 samplings already"), "the 21st is refused: {last}");
+}
+
+#[test]
+fn an_acp_client_approves_a_sampling_request_with_request_permission() {
+    use crate::acp::{Client, cwd, fixture_server, prompt};
+    let env = Env::new();
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(script("Four."));
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let mut fx = fixture_server(&env, "fx");
+    fx["args"] = json!(["--sample", "--record", env.record_path()]);
+    let session = client.new_session(&cwd(&env), json!([fx]));
+    let id = prompt(&mut client, &session, "sample it");
+    let mut asked = Vec::new();
+    let answer = client.answer_of(id, |request| {
+        asked.push(request.clone());
+        json!({ "outcome": { "outcome": "selected", "optionId": "allow_once" } })
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(asked.len(), 1, "only the sampling request was asked about: {asked:?}");
+    assert_eq!(asked[0]["method"], "session/request_permission");
+    assert_eq!(asked[0]["params"]["toolCall"]["title"], "sampling (server fx)", "{}", asked[0]);
+    assert_eq!(asked[0]["params"]["toolCall"]["rawInput"]["messages"][0]["text"], "what is 2+2?");
+    assert_eq!(model.requests()[2]["messages"][1]["content"], "what is 2+2?");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
 }

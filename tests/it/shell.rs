@@ -594,3 +594,35 @@ fn a_piped_shell_waits_for_its_servers_stays_quiet_at_exit_and_fails_when_a_line
     out.code(0).within(30.0).stderr_lacks("shutting down").stderr_lacks("cancelled");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_servers_sampling_request_is_put_to_the_person_and_runs_only_when_allowed() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let sample = |prompt: &str| call("mcp_fx_sample", json!({ "prompt": prompt }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![sample("what is 2+2?")]),
+        Step::Text("Four.".into()),
+        Step::Text("It said four.".into()),
+        Step::Calls(String::new(), vec![sample("and 3+3?")]),
+        Step::Text("Refused.".into()),
+    ]);
+    let mut term = shell(&env, &model);
+    term.next("✓ fx ready (16 tools)").next("nod> ").type_line("sample it");
+    // Shown: the server, the messages, the token limit and the model that would answer.
+    term.next("Allow this call?").next("sampling  (server fx)").next("what is 2+2?").next("maxTokens: 100");
+    term.next("model: \"fake-model\"");
+    term.next("[y] once").type_line("y");
+    term.next("It said four.").next("nod> ").type_line("again");
+    term.next("sampling  (server fx)").next("[y] once").type_line("n");
+    term.next("Refused.").next("nod> ");
+    exit(term);
+    let requests = model.requests();
+    assert_eq!(requests[2]["messages"][1]["content"], "what is 2+2?", "the sampling request went to the model");
+    let refused = tool_messages(&requests[5]).last().unwrap().1.clone();
+    assert!(refused.contains("declined by the user"), "{refused}");
+    assert_eq!(requests.len(), 6, "nothing was sampled for the refused request");
+    env.assert_no_leftovers();
+}

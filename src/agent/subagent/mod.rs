@@ -276,8 +276,16 @@ impl Agent {
                         Err(_) => relays = never(),
                     },
                     recv(questions) -> asked => match asked {
-                        Ok(Asked { input, responder }) => {
+                        Ok(Asked { input, responder, sampling }) => {
                             if responder.is_cancelled() {
+                                continue;
+                            }
+                            if let Some(asked) = sampling {
+                                let answer = match interrupted {
+                                    true => json!({ "approved": false, "asked": false }),
+                                    false => super::call::approve_sampling(surface, &asked),
+                                };
+                                responder.respond(Ok(answer));
                                 continue;
                             }
                             // After a cancellation nobody is asked any more.

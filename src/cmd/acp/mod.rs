@@ -348,6 +348,7 @@ impl AgentSide {
         }
         let caps = self.client.get().copied().unwrap_or_default();
         let (asked_tx, asked_rx) = crossbeam_channel::unbounded();
+        let sampler = setup.sampler(Some(asked_tx.clone()));
         let relaying = Arc::new(PolicyHandler::relaying(caps.form, caps.url, asked_tx));
         // The session's roots: its cwd, and the client's additional directories.
         let added: Vec<std::path::PathBuf> = params
@@ -362,7 +363,7 @@ impl AgentSide {
         let roots = crate::session::roots::Roots::new(Some(&cwd), &added, std::iter::empty());
         roots.set_project(&setup.loaded);
         let handler = Arc::new(crate::session::roots::WithRoots::new(relaying, Arc::new(roots)));
-        let handler = super::setup::Setup::with_sampling(handler, setup.sampler().as_ref());
+        let handler = super::setup::Setup::with_sampling(handler, sampler.as_ref());
         // No OAuth flow from here: stored tokens are used, and a server that needs more
         // says so.
         let access = Access {

@@ -111,11 +111,18 @@ impl Surface for AcpSurface {
     }
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
+        // A server's sampling request is shown as an entry of its own, with what it asks.
+        let sampling = request.tool == "sampling";
         let (id, title, raw) = match &request.agent {
             // A subagent's call is a tool call of its own, titled with the subagent's name.
             Some(agent) => {
                 let title = format!("subagent {agent}: {}", request.title());
                 let id = self.announce(&title, kind(&request.tool), &request.arguments);
+                (id, title, request.arguments.clone())
+            }
+            None if sampling => {
+                let title = request.title();
+                let id = self.announce(&title, "other", &request.arguments);
                 (id, title, request.arguments.clone())
             }
             None => {
@@ -138,10 +145,11 @@ impl Surface for AcpSurface {
             }
             Some(Ok(result)) => permission(&result),
         };
-        if request.agent.is_some() {
+        if request.agent.is_some() || sampling {
             // The subagent's call runs on its own; this entry records the decision, whatever
             // it was (a cancelled question too).
             let (allowed, said) = match answer {
+                Answer::Once | Answer::Session if sampling => (true, "sampling approved"),
                 Answer::Once | Answer::Session => (true, "approved for the subagent"),
                 Answer::Cancel => (false, "cancelled"),
                 Answer::Deny(_) => (false, "refused"),

@@ -138,7 +138,7 @@ impl<'a> Shell<'a> {
             &setup.loaded,
         )?;
         let roots = Arc::new(roots);
-        let sampler = setup.sampler();
+        let sampler = setup.sampler(Some(asked_tx.clone()));
         let runtime = new_runtime(&setup.loaded, &asked_tx, &roots, sampler.as_ref(), ctx);
         let failed =
             runtime.start_each(|s| s.required, &|name, state| notify(&settle_line(&runtime, name, state, ctx)));

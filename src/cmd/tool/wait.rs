@@ -68,7 +68,12 @@ pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label
             },
             recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             // A request the server has cancelled already is dropped (CAN-5).
-            recv(asks.receiver) -> request => if let Ok(Asked { input, responder }) = request && !responder.is_cancelled() {
+            recv(asks.receiver) -> request => if let Ok(Asked { input, responder, sampling }) = request && !responder.is_cancelled() {
+                if sampling.is_some() {
+                    // nod mcp has no model to sample with.
+                    responder.respond(Ok(json!({ "approved": false, "asked": false })));
+                    continue;
+                }
                 if let Some(answer) = crate::session::elicit::answer(asks.answering, &input) {
                     responder.respond(Ok(answer));
                     continue;
