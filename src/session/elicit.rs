@@ -123,6 +123,11 @@ impl InboundHandler for PolicyHandler {
     }
 
     fn request(&self, req: ServerRequest, responder: Responder) {
+        if req.method == crate::session::sampling::METHOD {
+            // A surface with a model answers sampling before this handler (WithSampling).
+            let error = ResponseError::new(METHOD_NOT_FOUND, "sampling unavailable: no model configured");
+            return responder.respond(Err(error));
+        }
         if req.method != method::ELICIT || !req.version.is_some_and(|v| v.has_elicitation()) {
             responder
                 .respond(Err(ResponseError::new(METHOD_NOT_FOUND, format!("nod does not support {}", req.method))));

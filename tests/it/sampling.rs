@@ -80,9 +80,12 @@ fn sampling_is_declined_without_a_rule_and_never_declared_without_a_model() {
     ]);
     ask(&env, &model, &["--full-access", "sample", "it"]).run().code(0);
     assert!(tool_messages(&model.requests()[2]).last().unwrap().1.contains("sampling is denied for server fx"));
-    // nod mcp has no model: no sampling declared.
+    // nod mcp has no model: no sampling declared, and a server that asks anyway is told why.
     let _ = std::fs::remove_file(env.record_path());
-    env.nod(["mcp", "tool", "list", "fx"]).run().code(0);
+    env.nod(["mcp", "tool", "call", "fx", "sample", r#"{"prompt":"hi"}"#])
+        .run()
+        .code(0)
+        .stdout_has("sampling unavailable: no model configured");
     let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
     assert!(initialize["params"]["capabilities"].get("sampling").is_none(), "{initialize}");
 }
