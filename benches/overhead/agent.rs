@@ -227,17 +227,8 @@ fn sessions(bench: &Bench, quick: bool) {
             let mut args = vec!["--quiet"];
             args.extend_from_slice(extra);
             args.push("one more");
-            let argv = ask_argv(&args);
             let started = Instant::now();
-            let status = bench
-                .command(&argv, mode)
-                .env("NOD_BASE_URL", endpoint.url())
-                .env("NOD_MODEL", "bench")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .status()
-                .expect("run nod ask");
-            assert!(status.success(), "nod ask failed: {status}");
+            run_ask(bench, &ask_argv(&args), mode, &endpoint);
             let times = endpoint.take_times(1);
             times[0].0.duration_since(started).as_secs_f64() * 1000.0
         };
@@ -381,16 +372,7 @@ fn steps(bench: &Bench, quick: bool) {
         let endpoint = Endpoint::start(script.clone(), mode == Mode::Pinned);
         let mut gaps = Vec::new();
         for _ in 0..runs {
-            let argv = ask_argv(&["--max-steps", "1000", "--quiet", "echo", "it"]);
-            let status = bench
-                .command(&argv, mode)
-                .env("NOD_BASE_URL", endpoint.url())
-                .env("NOD_MODEL", "bench")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .status()
-                .expect("run nod ask");
-            assert!(status.success(), "nod ask failed: {status}");
+            run_ask(bench, &ask_argv(&["--max-steps", "1000", "--quiet", "echo", "it"]), mode, &endpoint);
             let times = endpoint.take_times(n + 2);
             assert_eq!(times.len(), n + 2, "every step reached the endpoint");
             // From the answer to the first echo call to the request with the last result.
@@ -430,6 +412,19 @@ fn rss(bench: &Bench, quick: bool) {
         "peak RSS of nod ask with 1000 tools on 20 servers (a search, a call, an answer): {:.1} MiB",
         kib as f64 / 1024.0
     );
+}
+
+/// Runs `nod ask` (`argv`) against `endpoint` to its end; it must succeed.
+fn run_ask(bench: &Bench, argv: &[String], mode: Mode, endpoint: &Endpoint) {
+    let status = bench
+        .command(argv, mode)
+        .env("NOD_BASE_URL", endpoint.url())
+        .env("NOD_MODEL", "bench")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("run nod ask");
+    assert!(status.success(), "nod ask failed: {status}");
 }
 
 fn ask_argv(args: &[&str]) -> Vec<String> {
