@@ -40,3 +40,84 @@ pub mod session;
 pub mod sha256;
 pub mod transport;
 pub mod util;
+
+/// Entry points for the fuzz targets in `tests/fuzz`: each feeds untrusted bytes to one
+/// reader and checks what must hold whatever the input. Not an API.
+#[doc(hidden)]
+pub mod fuzz {
+    /// The SSE parser: the same events whether the bytes come whole or split at `at`.
+    pub fn sse(data: &[u8]) {
+        let at = data.first().map_or(0, |&b| b as usize % (data.len().max(1)));
+        let whole = sse_events(&[data]);
+        let split = sse_events(&[&data[..at], &data[at..]]);
+        assert_eq!(whole, split, "events differ when the stream is split at {at}");
+    }
+
+    fn sse_events(chunks: &[&[u8]]) -> Result<Vec<crate::net::sse::Event>, crate::net::sse::SseError> {
+        let mut parser = crate::net::sse::Parser::default();
+        let mut events = Vec::new();
+        for chunk in chunks {
+            parser.push(chunk, |event| events.push(event))?;
+        }
+        Ok(events)
+    }
+
+    /// URL handling for consent and OAuth: no panic, and a host is never taken from after a
+    /// backslash.
+    pub fn url(text: &str) {
+        let _ = crate::net::url::split(text);
+        let _ = crate::net::url::is_absolute(text);
+        let _ = crate::net::url::scheme(text);
+        let _ = crate::net::url::check_oauth_url(text);
+        let _ = crate::net::url::resolve_same_origin("https://example.com/mcp", text);
+        if let Some(host) = crate::net::url::host(text) {
+            assert!(!host.contains('\\') && !host.contains('/'), "host {host:?} of {text:?}");
+            let _ = crate::net::url::is_loopback(&host);
+        }
+    }
+
+    /// `${VAR}` expansion of `.mcp.json` values: bounded by its budget.
+    pub fn expand(text: &str) {
+        let mut budget = 64 * 1024;
+        let mut missing = Vec::new();
+        if let Some(out) = crate::config::project::expand(text, &mut budget, &mut missing) {
+            assert!(out.len() <= text.len() + 64 * 1024, "expansion grew past its budget");
+        }
+    }
+
+    /// SKILL.md front matter: parsed or refused, never a panic; a mapping comes back.
+    pub fn skill(text: &str) {
+        if let Ok((front, body)) = crate::config::skills::front_matter(text) {
+            assert!(body.len() <= text.len());
+            let _ = serde_json::Value::Object(front).to_string();
+        }
+    }
+
+    /// A saved session file: read, then its conversation made valid for the model.
+    pub fn session(data: &[u8]) {
+        if let Ok((_, messages, _)) = crate::saved::read(data, "fuzz") {
+            let messages: Vec<_> = messages.into_iter().map(|(_, m)| m).collect();
+            let n = messages.len();
+            let back = crate::saved::for_model(messages);
+            assert!(back.len() <= n + 1);
+        }
+    }
+
+    /// The ACP frame reader and message decoding: every line is a message or an error.
+    pub fn acp(data: &[u8]) {
+        for message in crate::cmd::acp::wire::incoming(data) {
+            let _ = message;
+        }
+    }
+
+    /// settings.json: the agent's settings and the trust choices read from a file.
+    pub fn settings(data: &[u8]) {
+        let path = std::env::temp_dir().join(format!("nod-fuzz-settings-{}.json", std::process::id()));
+        if std::fs::write(&path, data).is_ok() {
+            let workspace = std::path::Path::new("/w");
+            let _ = crate::config::agent::load(&path, workspace);
+            let _ = crate::config::settings::choices(&path, workspace);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}

@@ -264,7 +264,10 @@ pub fn load(home: &Path, id: &str) -> anyhow::Result<Loaded> {
 /// The messages of a session file, each with the named subagent it belongs to (`None`: the
 /// main conversation).
 #[allow(clippy::type_complexity)]
-fn read(reader: impl BufRead, id: &str) -> anyhow::Result<(Meta, Vec<(Option<String>, Message)>, Vec<String>)> {
+pub(crate) fn read(
+    reader: impl BufRead,
+    id: &str,
+) -> anyhow::Result<(Meta, Vec<(Option<String>, Message)>, Vec<String>)> {
     let mut lines = reader.split(b'\n').enumerate();
     let first = lines.next().map(|(_, l)| l).transpose()?.unwrap_or_default();
     let Some(meta) = serde_json::from_slice::<Value>(&first).ok().as_ref().and_then(meta_of) else {

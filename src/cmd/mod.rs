@@ -3,7 +3,7 @@
 //! module that prints. A failure is printed once, redacted, as `nod: ...` on stderr and,
 //! under `--json`, as `{"error": {...}}` on stdout (`failure`).
 
-mod acp;
+pub(crate) mod acp;
 mod ask;
 mod auth;
 mod browser;

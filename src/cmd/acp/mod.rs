@@ -14,7 +14,7 @@
 //! `crate::jsonrpc`), `surface` what one turn shows the client.
 
 mod surface;
-mod wire;
+pub(crate) mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

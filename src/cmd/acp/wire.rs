@@ -21,7 +21,7 @@ pub(super) type Answer = Result<Value, ResponseError>;
 
 /// A line that is no message: answered with error `code`, to `id` when the line had a
 /// readable one.
-pub(super) struct Unreadable {
+pub(crate) struct Unreadable {
     pub id: Value,
     pub code: i64,
     pub message: String,
@@ -29,7 +29,7 @@ pub(super) struct Unreadable {
 
 /// The client's messages, one a line, until its end of stream. A bad line is an `Unreadable`
 /// and the next line is read as usual.
-pub(super) fn incoming(input: impl BufRead) -> impl Iterator<Item = Result<Message, Unreadable>> {
+pub(crate) fn incoming(input: impl BufRead) -> impl Iterator<Item = Result<Message, Unreadable>> {
     Lines::new(input).map(|frame| match frame {
         Ok(line) => decode(&line),
         Err(FrameError::TooLarge) => Err(Unreadable {

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
                     let line = jsonrpc::encode_notification(&method, Some(&params));
                     assert!(jsonrpc::decode(&line[..line.len() - 1], false).is_ok());
                 }
-                Message::Response { .. } => {}
+                Message::Response { .. } | Message::Invalid { .. } => {}
             }
         }
     }

@@ -1,0 +1,8 @@
+//! Fuzz target `settings`: see `nod::fuzz::settings` for what it reads and what must hold.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    nod::fuzz::settings(data);
+});
