@@ -260,6 +260,18 @@ fn request_of(params: &Value) -> Result<(Vec<Message>, Sampling), String> {
     Ok((messages, sampling))
 }
 
+/// A server's slot among its requests in flight, given back however the request ends.
+struct Slot {
+    sampler: Arc<Sampler>,
+    server: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.sampler.release(&self.server);
+    }
+}
+
 /// A surface's handler, with sampling declared and answered by `sampler`.
 pub struct WithSampling {
     inner: Arc<dyn InboundHandler>,
@@ -288,23 +300,29 @@ impl InboundHandler for WithSampling {
         let sampler = self.sampler.clone();
         let server = req.server.clone();
         let verdict = sampler.decide(&server);
-        if let Verdict::Declined(why) = &verdict {
-            log::warn!("server {server}: sampling {why}");
-            return responder.respond(Err(ResponseError::new(DECLINED, why.clone())));
-        }
+        // The slot is taken before any thread or question: a server that floods gets its
+        // refusals at once, never a thread each.
+        let ask = matches!(verdict, Verdict::Ask);
+        let slot = match verdict {
+            Verdict::Declined(why) => Err(why),
+            _ => sampler.admit(&server).map(|()| Slot { sampler: sampler.clone(), server: server.clone() }),
+        };
+        let slot = match slot {
+            Ok(slot) => slot,
+            Err(why) => {
+                log::warn!("server {server}: sampling {why}");
+                return responder.respond(Err(ResponseError::new(DECLINED, why)));
+            }
+        };
         // The person's answer and the model's come on a thread of its own: the dispatcher
         // never waits on them.
         let spawned = std::thread::Builder::new().name(format!("nod-sampling:{server}")).spawn(move || {
-            let allowed = match verdict {
-                Verdict::Ask => sampler.ask(&server, &req.params),
-                _ => Ok(()),
-            };
-            if let Err(why) = allowed.and_then(|()| sampler.admit(&server)) {
+            let _slot = slot;
+            if ask && let Err(why) = sampler.ask(&server, &req.params) {
                 log::warn!("server {server}: sampling {why}");
                 return responder.respond(Err(ResponseError::new(DECLINED, why)));
             }
             let answer = sampler.sample(&req.params);
-            sampler.release(&server);
             if !responder.is_cancelled() {
                 responder.respond(answer);
             }
