@@ -47,6 +47,21 @@ pub struct Meta {
     pub title: String,
 }
 
+impl Meta {
+    /// A new session's metadata on `surface`, titled by its first prompt; created now, its id
+    /// given when the file is made (or set before, as ACP does).
+    pub fn new(surface: &str, workspace: &str, model: &str, first_prompt: &str, redactor: &Redactor) -> Meta {
+        Meta {
+            id: String::new(),
+            created: now(),
+            workspace: workspace.to_string(),
+            model: model.to_string(),
+            surface: surface.to_string(),
+            title: title_of(first_prompt, redactor),
+        }
+    }
+}
+
 /// A session as a listing shows it.
 #[derive(Clone, Debug)]
 pub struct Summary {

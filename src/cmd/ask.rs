@@ -129,14 +129,7 @@ fn attach_session(
     use crate::saved::{self, Meta, Recorder};
     let Some(id) = continued else {
         if save {
-            let meta = Meta {
-                id: String::new(),
-                created: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-                workspace: workspace.to_string(),
-                model: agent.model().to_string(),
-                surface: "ask".into(),
-                title: saved::title_of(prompt, &ctx.redactor),
-            };
+            let meta = Meta::new("ask", workspace, agent.model(), prompt, &ctx.redactor);
             match Recorder::create(home, meta, ctx.redactor.clone()) {
                 Ok(recorder) => agent.save_to(recorder),
                 Err(err) => eprintln!("nod: {err:#}; this conversation is not saved"),

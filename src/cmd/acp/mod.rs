@@ -502,11 +502,7 @@ impl AcpSession {
         }
         let meta = crate::saved::Meta {
             id: self.id.clone(),
-            created: crate::saved::now(),
-            workspace: saving.workspace.clone(),
-            model: saving.model.clone(),
-            surface: "acp".into(),
-            title: crate::saved::title_of(prompt, redactor),
+            ..crate::saved::Meta::new("acp", &saving.workspace, &saving.model, prompt, redactor)
         };
         match crate::saved::Recorder::create(&saving.home, meta, redactor.clone()) {
             Ok(recorder) => agent.save_to(recorder),

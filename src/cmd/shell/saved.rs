@@ -13,14 +13,7 @@ impl Shell<'_> {
         if self.agent.saved_id().is_some() {
             return;
         }
-        let meta = crate::saved::Meta {
-            id: String::new(),
-            created: crate::saved::now(),
-            workspace: workspace(),
-            model: self.agent.model().to_string(),
-            surface: "shell".into(),
-            title: crate::saved::title_of(line, &self.ctx.redactor),
-        };
+        let meta = crate::saved::Meta::new("shell", &workspace(), self.agent.model(), line, &self.ctx.redactor);
         match crate::saved::Recorder::create(home, meta, self.ctx.redactor.clone()) {
             Ok(recorder) => self.agent.save_to(recorder),
             Err(err) => eprintln!("! {}; this conversation is not saved", terminal_safe(&format!("{err:#}"))),
