@@ -321,6 +321,12 @@ impl Agent {
             Ok(session) => session,
             Err(failure) => return self.marked_failure(failure, server).into(),
         };
+        // A skill's files are the server's resources: the rules for reading them apply.
+        let target = format!("{server}:{}", skill.uri);
+        let admit = self.admit(Subject::Builtin(builtin::READ_RESOURCE), target, Sensitivity::ReadOnly, server, false);
+        if let Err(refusal) = admit() {
+            return Outcome::failed(builtin::SKILL, refusal.to_string());
+        }
         let cap = self.limits.tool_result;
         let mut attributes = vec![("origin", "server"), ("server", server), ("skill", name)];
         let loaded = match crate::session::skills::load(&session, skill) {

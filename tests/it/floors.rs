@@ -664,3 +664,19 @@ fn an_acp_session_offers_the_skills_of_its_servers_verified() {
     let (code, _) = client.finish();
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn a_rule_that_denies_reading_a_servers_resources_also_refuses_its_skills() {
+    let env = Env::new();
+    env.fixture(&["--skills", "ok"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_read_resource": "deny" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("skill", json!({ "name": "pdf-tools", "server": "fx" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    ask(&env, &model, &["load", "it"]).run().code(0);
+    let result = tool_messages(&model.requests()[1])[0].1.clone();
+    assert!(result.contains("denied") || result.contains("deny"), "{result}");
+    assert!(!result.contains("Fill the form."), "{result}");
+    assert!(skill_reads(&env).is_empty(), "nothing was read: {:?}", skill_reads(&env));
+}
