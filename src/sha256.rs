@@ -14,7 +14,13 @@ const K: [u32; 64] = [
 
 /// The digest of `data`, as 64 lowercase hex digits.
 pub fn hex(data: &[u8]) -> String {
-    digest(data).iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for b in digest(data) {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// The 32-byte digest of `data`.

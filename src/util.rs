@@ -331,10 +331,16 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
 /// Makes server text safe to print on a terminal: control characters other than newline and
 /// tab become U+FFFD, so a server cannot move the cursor or rewrite the screen (LOG-2).
 pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(is_unsafe_control) {
+    if plain_ascii(text) || !text.chars().any(is_unsafe_control) {
         return std::borrow::Cow::Borrowed(text);
     }
     std::borrow::Cow::Owned(text.chars().map(|c| if is_unsafe_control(c) { '\u{FFFD}' } else { c }).collect())
+}
+
+/// Printable ASCII only: nothing for `one_line` or `terminal_safe` to change (the common
+/// case, checked a byte at a time before any character is decoded).
+fn plain_ascii(text: &str) -> bool {
+    text.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 /// Characters that move the cursor, rewrite the screen or reorder text on a terminal: C0
@@ -347,6 +353,9 @@ pub(crate) fn is_unsafe_control(c: char) -> bool {
 /// One line of server text for a log or an error: control characters and newlines become
 /// spaces, and bidirectional controls (which reorder what a terminal shows) U+FFFD.
 pub fn one_line(text: &str) -> String {
+    if plain_ascii(text) {
+        return text.to_string();
+    }
     text.chars()
         .map(|c| {
             if c.is_control() {
@@ -461,6 +470,9 @@ mod tests {
     #[test]
     fn one_line_neutralises_controls_and_bidi() {
         assert_eq!(one_line("a\nb\x1b[2J\u{202E}c"), "a b [2J\u{FFFD}c");
+        assert_eq!(one_line("plain: ~{}[]"), "plain: ~{}[]");
+        assert_eq!(one_line("a\x7fb\tc"), "a b c");
+        assert_eq!(terminal_safe("a\x7fb\tc\n"), "a\u{FFFD}b\tc\n");
     }
 
     #[test]

@@ -56,9 +56,9 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
     // them one after another.
     engine.shutdown();
     drop(fleet);
-    for health in &healths {
-        super::names::remember_names(&health.name, Some(health.tool_names.clone()), Some(health.prompt_names.clone()));
-    }
+    super::names::remember_all(
+        healths.iter().map(|h| (h.name.clone(), Some(h.tool_names.clone()), Some(h.prompt_names.clone()))).collect(),
+    );
     show_health(&healths, &loaded, progressive, ctx)
 }
 

@@ -31,19 +31,37 @@ pub fn remember(server: &str, tools: Option<&[Value]>, prompts: Option<&[Value]>
 }
 
 pub fn remember_names(server: &str, tools: Option<Vec<String>>, prompts: Option<Vec<String>>) {
+    remember_all(vec![(server.to_string(), tools, prompts)]);
+}
+
+/// A server's name, and its tool and prompt names when they were listed.
+pub type Listed = (String, Option<Vec<String>>, Option<Vec<String>>);
+
+/// Remembers several servers' names with one read and at most one write of the file.
+pub fn remember_all(servers: Vec<Listed>) {
     let Ok(path) = path() else { return };
     let mut root = read(&path);
-    let servers = root.entry("servers").or_insert_with(|| json!({}));
-    let Some(servers) = servers.as_object_mut() else { return };
-    let entry = servers.entry(server.to_string()).or_insert_with(|| json!({}));
-    let before = entry.clone();
-    for (key, names) in [("tools", tools), ("prompts", prompts)] {
-        if let Some(names) = names {
-            let kept: Vec<String> = names.into_iter().filter(|n| complete::shell_safe(n)).take(MAX_NAMES).collect();
-            entry[key] = json!(kept);
+    let entries = root.entry("servers").or_insert_with(|| json!({}));
+    let Some(entries) = entries.as_object_mut() else { return };
+    let mut changed = false;
+    for (server, tools, prompts) in servers {
+        let entry = entries.entry(server).or_insert_with(|| json!({}));
+        if !entry.is_object() {
+            // A damaged file: indexing a non-object would panic.
+            *entry = json!({});
+        }
+        for (key, names) in [("tools", tools), ("prompts", prompts)] {
+            if let Some(names) = names {
+                let kept: Vec<String> = names.into_iter().filter(|n| complete::shell_safe(n)).take(MAX_NAMES).collect();
+                let kept = json!(kept);
+                if entry.get(key) != Some(&kept) {
+                    entry[key] = kept;
+                    changed = true;
+                }
+            }
         }
     }
-    if *entry == before {
+    if !changed {
         return;
     }
     let mut text = serde_json::to_string(&Value::Object(root)).unwrap_or_default();

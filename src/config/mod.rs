@@ -193,8 +193,8 @@ impl Loaded {
 /// The variables no stdio server of `loaded` inherits: the model's key (`NOD_API_KEY`,
 /// `OPENAI_API_KEY`, settings' `api_key_env`) and the variables entries take secrets from.
 pub fn private_env(loaded: &Loaded) -> std::sync::Arc<[String]> {
-    let workspace = project::locate(&std::env::current_dir().unwrap_or_default()).0;
-    let key_env = settings::path().ok().and_then(|path| agent::load(&path, &workspace).model.api_key_env);
+    let workspace = &loaded.project.workspace;
+    let key_env = settings::path().ok().and_then(|path| agent::load(&path, workspace).model.api_key_env);
     private_names(loaded.private_env().into_iter().chain(key_env))
 }
 

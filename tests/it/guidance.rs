@@ -102,6 +102,22 @@ fn bash_completes_commands_flags_servers_and_listed_tools_without_connecting() {
 }
 
 #[test]
+fn list_connect_remembers_every_servers_names_even_over_a_damaged_cache() {
+    let env = Env::new();
+    let entry = env.fixture_entry(&[], json!({}));
+    env.profile(json!({ "mcp": { "fx": entry.clone(), "files": entry } }));
+    // A damaged cache: an entry that is not an object, and another server's names kept.
+    std::fs::write(env.path("completion.json"), r#"{"servers":{"fx":5,"gone":{"tools":["kept"]}}}"#).unwrap();
+    env.nod(["mcp", "list", "--connect"]).run().code(0).stdout_has("fx").stdout_has("files");
+    assert_eq!(complete_bash(&env, "nod mcp tool call fx e"), ["echo", "elicit", "env"]);
+    assert_eq!(complete_bash(&env, "nod mcp tool call files e"), ["echo", "elicit", "env"]);
+    let cache: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(env.path("completion.json")).unwrap()).unwrap();
+    assert_eq!(cache["servers"]["gone"]["tools"], json!(["kept"]), "{cache}");
+    env.assert_no_leftovers();
+}
+
+#[test]
 fn zsh_and_fish_scripts_ask_nod_for_candidates() {
     let env = Env::new();
     let zsh = env.nod(["completions", "zsh"]).run();
