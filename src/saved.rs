@@ -206,6 +206,7 @@ fn encode(message: &Message, redactor: &Redactor) -> Option<Value> {
     Some(match message {
         Message::System(_) => return None,
         Message::User(text) => json!({ "role": "user", "content": r(text) }),
+        Message::UserParts(parts) => json!({ "role": "user", "content": r(&crate::provider::Part::text_of(parts)) }),
         Message::Assistant { text, calls } => {
             let calls: Vec<Value> =
                 calls.iter().map(|c| json!({ "id": c.id, "name": c.name, "arguments": r(&c.arguments) })).collect();
@@ -320,11 +321,7 @@ pub fn for_model(messages: Vec<Message>) -> Vec<Message> {
     if !ended {
         messages.push(Message::Assistant { text: UNFINISHED.into(), calls: Vec::new() });
     }
-    let size = |m: &Message| match m {
-        Message::System(t) | Message::User(t) => t.len(),
-        Message::Assistant { text, calls } => text.len() + calls.iter().map(|c| c.arguments.len()).sum::<usize>(),
-        Message::Tool { content, .. } => content.len(),
-    };
+    let size = Message::size;
     let mut total: usize = messages.iter().map(size).sum();
     for message in messages.iter_mut() {
         if total <= MAX_CONTEXT_BYTES {

@@ -650,16 +650,29 @@ pub fn preview(raw: &str) -> String {
     }
 }
 
+/// The pseudo-tool a server's sampling request is approved as.
+pub const SAMPLING: &str = "sampling";
+
 /// A server's sampling request put to the person on `surface` as an approval of the
-/// `sampling` pseudo-tool (its arguments: the server, the messages, the token limit, the model
-/// that would answer); the answer for the sampler: `{"approved", "asked"}` (`asked` false
-/// when the surface could ask nobody).
+/// `sampling` pseudo-tool; the answer for the sampler (see `sampling_answer`).
 pub(super) fn approve_sampling(surface: &mut dyn Surface, asked: &Value) -> Value {
+    sampling_answer(surface.approve(&sampling_approval(asked)))
+}
+
+/// The approval a sampling request is asked as: the `sampling` pseudo-tool, its arguments the
+/// server, the messages, the token limit and the model that would answer.
+pub fn sampling_approval(asked: &Value) -> super::Approval {
     let server = asked.get("server").and_then(Value::as_str).map(str::to_string);
-    let approval =
-        super::Approval { tool: "sampling".into(), server, original: None, arguments: asked.clone(), agent: None };
-    match surface.approve(&approval) {
-        Some(super::Answer::Once | super::Answer::Session) => json!({ "approved": true, "asked": true }),
+    super::Approval { tool: SAMPLING.into(), server, original: None, arguments: asked.clone(), agent: None }
+}
+
+/// The person's answer for the sampler: `{"approved", "asked", "session"}` (`asked` false
+/// when nobody could be asked; `session` when that server may sample for the rest of the
+/// session without being asked again).
+pub fn sampling_answer(answer: Option<super::Answer>) -> Value {
+    match answer {
+        Some(super::Answer::Once) => json!({ "approved": true, "asked": true }),
+        Some(super::Answer::Session) => json!({ "approved": true, "asked": true, "session": true }),
         Some(_) => json!({ "approved": false, "asked": true }),
         None => json!({ "approved": false, "asked": false }),
     }

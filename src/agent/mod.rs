@@ -9,7 +9,7 @@
 
 pub(crate) mod builtin;
 mod call;
-pub use call::preview;
+pub use call::{SAMPLING, preview, sampling_answer, sampling_approval};
 pub(crate) mod catalog;
 pub mod limits;
 pub mod names;

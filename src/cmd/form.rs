@@ -272,6 +272,7 @@ fn blank(c: char) -> bool {
 fn scope(request: &Approval) -> String {
     match (&request.server, request.tool.as_str()) {
         (Some(server), crate::agent::builtin::READ_RESOURCE) => format!("reading {server}'s resources"),
+        (Some(server), crate::agent::SAMPLING) => format!("sampling by {server}"),
         (Some(_), _) => "this MCP tool".to_string(),
         (None, tool) => tool.to_string(),
     }

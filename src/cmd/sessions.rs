@@ -122,6 +122,10 @@ fn show(home: &std::path::Path, id: &str, json: bool) -> anyhow::Result<Exit> {
         match message {
             Message::System(_) => {}
             Message::User(text) => out.push_str(&format!("\n> {}\n", terminal_safe(text).replace('\n', "\n  "))),
+            Message::UserParts(parts) => {
+                let text = crate::provider::Part::text_of(parts);
+                out.push_str(&format!("\n> {}\n", terminal_safe(&text).replace('\n', "\n  ")));
+            }
             Message::Assistant { text, calls } => {
                 if !text.is_empty() {
                     out.push_str(&format!("\n{}\n", terminal_safe(text)));
@@ -158,6 +162,7 @@ fn message_json(message: &Message) -> Value {
     match message {
         Message::System(text) => json!({ "role": "system", "content": text }),
         Message::User(text) => json!({ "role": "user", "content": text }),
+        Message::UserParts(parts) => json!({ "role": "user", "content": crate::provider::Part::text_of(parts) }),
         Message::Assistant { text, calls } => {
             let calls: Vec<Value> =
                 calls.iter().map(|c| json!({ "id": c.id, "name": c.name, "arguments": c.arguments })).collect();

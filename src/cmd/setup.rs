@@ -171,7 +171,8 @@ impl Setup {
         for issue in issues {
             log::warn!("{issue}");
         }
-        let full_access = self.policy.mode() == crate::agent::permissions::Mode::FullAccess;
+        let policy = self.policy.clone();
+        let full_access = Box::new(move || policy.mode() == crate::agent::permissions::Mode::FullAccess);
         let model = Arc::new(Provider::new(config.clone())) as Arc<dyn crate::provider::Model>;
         Some(Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access, asks)))
     }

@@ -13,7 +13,7 @@ mod stream;
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use config::ProviderConfig;
 
@@ -22,8 +22,62 @@ pub use config::ProviderConfig;
 pub enum Message {
     System(String),
     User(String),
-    Assistant { text: String, calls: Vec<ToolCall> },
-    Tool { call_id: String, content: String },
+    /// A user message of text and images (a server's sampling request); images go as data
+    /// URLs, which OpenAI-compatible endpoints with vision take.
+    UserParts(Vec<Part>),
+    Assistant {
+        text: String,
+        calls: Vec<ToolCall>,
+    },
+    Tool {
+        call_id: String,
+        content: String,
+    },
+}
+
+/// A piece of a `UserParts` message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    /// Base64 `data` of an image of type `mime`.
+    Image {
+        mime: String,
+        data: String,
+    },
+}
+
+impl Part {
+    /// The text of `parts`, an image as `[image: <type>]`: for where a message is shown or
+    /// saved as text (such messages are sampling requests, never part of a conversation).
+    pub fn text_of(parts: &[Part]) -> String {
+        parts
+            .iter()
+            .map(|part| match part {
+                Part::Text(text) => text.clone(),
+                Part::Image { mime, .. } => format!("[image: {mime}]"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Part::Text(text) => text.len(),
+            Part::Image { mime, data } => mime.len() + data.len(),
+        }
+    }
+}
+
+impl Message {
+    /// The bytes of text (and image data) it carries.
+    pub fn size(&self) -> usize {
+        match self {
+            Message::System(t) | Message::User(t) => t.len(),
+            Message::UserParts(parts) => parts.iter().map(Part::len).sum(),
+            Message::Assistant { text, calls } => text.len() + calls.iter().map(|c| c.arguments.len()).sum::<usize>(),
+            Message::Tool { content, .. } => content.len(),
+        }
+    }
 }
 
 /// A tool call the model made. `arguments` is the raw JSON text the model wrote.
@@ -381,6 +435,19 @@ impl Serialize for Message {
             Message::User(text) => {
                 map.serialize_entry("role", "user")?;
                 map.serialize_entry("content", text)?;
+            }
+            Message::UserParts(parts) => {
+                let parts: Vec<Value> = parts
+                    .iter()
+                    .map(|part| match part {
+                        Part::Text(text) => json!({ "type": "text", "text": text }),
+                        Part::Image { mime, data } => {
+                            json!({ "type": "image_url", "image_url": { "url": format!("data:{mime};base64,{data}") } })
+                        }
+                    })
+                    .collect();
+                map.serialize_entry("role", "user")?;
+                map.serialize_entry("content", &parts)?;
             }
             Message::Assistant { text, calls } => {
                 map.serialize_entry("role", "assistant")?;

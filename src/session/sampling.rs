@@ -1,19 +1,22 @@
 //! Sampling: a server asks the client's model for a completion (`sampling/createMessage`).
-//! nod declares `sampling` only where a model is configured (`nod ask`, the shell, `nod acp`)
-//! and answers with its own provider, never silently: a rule in settings.json allows or
-//! denies a server (`"sampling": {"docs": "allow"}`), `--full-access` allows every server,
+//! nod declares `sampling` only where a model is configured (`nod ask`, the shell, `nod acp`,
+//! and `nod mcp tool call`) and answers with its own provider, never silently: a rule in
+//! settings.json allows or denies a server (`"sampling": {"docs": "allow"}`), full-access mode
+//! allows every other server (read at each request, so a mode changed in the session applies),
 //! and without a rule the person is asked on the surface (the shell's prompt, `nod ask
-//! --prompt-permissions`, ACP `session/request_permission`), shown the server, the messages,
-//! the token limit and the model that would answer; where nobody can be asked it is declined,
-//! saying how to allow it.
+//! --prompt-permissions`, ACP `session/request_permission`, `nod mcp tool call` on a terminal),
+//! shown the server, the messages, the token limit and the model that would answer; "for the
+//! session" allows that server until the session ends; where nobody can be asked it is
+//! declined, saying how to allow it.
 //!
 //! The request becomes one separate model request (never part of the conversation): the
-//! server's system prompt and messages (text), `maxTokens` capped by nod, temperature and stop
-//! sequences; the answer goes back as `{model, stopReason, role, content}`. Nothing of the
-//! conversation is shared whatever `includeContext` says, and tools in a request are refused,
-//! so nod's MCP tools are never offered through it. Bounded: the request's size, the tokens,
-//! two requests in flight per server and twenty per server in one process (a server that
-//! samples in a loop is refused with a clear message after that).
+//! server's system prompt and messages (text, and images as data URLs), `maxTokens` capped by
+//! nod, temperature and stop sequences, sent to the surface's current model; the answer goes
+//! back as `{model, stopReason, role, content}`. Nothing of the conversation is shared whatever
+//! `includeContext` says, `modelPreferences` never picks another model, and tools in a request
+//! are refused, so nod's MCP tools are never offered through it. Bounded: the request's size,
+//! its images, the tokens, two requests in flight per server and twenty per server in one
+//! process (a server that samples in a loop is refused with a clear message after that).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::dispatch::{InboundHandler, Responder, ServerRequest};
 use crate::jsonrpc::ResponseError;
-use crate::provider::{Finish, Message, Model, Request, Sampling};
+use crate::provider::{Finish, Message, Model, Part, Request, Sampling};
 use crate::session::elicit::{Asked, InputRequired};
 
 pub const METHOD: &str = "sampling/createMessage";
@@ -31,6 +34,10 @@ pub const METHOD: &str = "sampling/createMessage";
 pub const MAX_TOKENS: u64 = 4096;
 /// The most text one request may carry.
 const MAX_BYTES: usize = 256 * 1024;
+/// The most image data (base64) one request may carry.
+const MAX_IMAGE_BYTES: usize = 4 * 1024 * 1024;
+/// The image types OpenAI-compatible endpoints take.
+const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IN_FLIGHT: usize = 2;
 /// Sampling requests of one server in one process.
 pub const MAX_PER_SERVER: usize = 20;
@@ -86,10 +93,19 @@ enum Verdict {
     Ask,
 }
 
+/// Whether the surface is in full-access mode now: asked at each request, so a mode
+/// changed during the session (`/permissions`, ACP `session/set_mode`) applies at once.
+pub type FullAccess = Box<dyn Fn() -> bool + Send + Sync>;
+
 pub struct Sampler {
-    model: Arc<dyn Model>,
+    /// The model that answers: the surface's, swapped when the person changes it (`/model`).
+    model: Mutex<Arc<dyn Model>>,
     rules: HashMap<String, Rule>,
-    full_access: bool,
+    full_access: FullAccess,
+    /// Whether the surface has `--full-access` to suggest (`nod mcp` has not).
+    full_access_flag: bool,
+    /// Servers the person allowed for the rest of the session (`[a]`, ACP `allow_always`).
+    granted: Mutex<std::collections::HashSet<String>>,
     /// Where the question goes; none on a surface that cannot ask.
     asks: Option<crossbeam_channel::Sender<Asked>>,
     pub stats: Arc<Stats>,
@@ -101,10 +117,34 @@ impl Sampler {
     pub fn new(
         model: Arc<dyn Model>,
         rules: HashMap<String, Rule>,
-        full_access: bool,
+        full_access: FullAccess,
         asks: Option<crossbeam_channel::Sender<Asked>>,
     ) -> Sampler {
-        Sampler { model, rules, full_access, asks, stats: Arc::default(), counts: Mutex::default() }
+        Sampler {
+            model: Mutex::new(model),
+            rules,
+            full_access,
+            full_access_flag: true,
+            granted: Mutex::default(),
+            asks,
+            stats: Arc::default(),
+            counts: Mutex::default(),
+        }
+    }
+
+    /// For a surface without `--full-access` (`nod mcp`): its refusals do not suggest it.
+    pub fn without_full_access(mut self) -> Sampler {
+        self.full_access_flag = false;
+        self
+    }
+
+    /// The model that answers from now on.
+    pub fn set_model(&self, model: Arc<dyn Model>) {
+        *self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = model;
+    }
+
+    fn model(&self) -> Arc<dyn Model> {
+        self.model.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Whether `server` may sample, or why not, or that the person decides.
@@ -114,7 +154,8 @@ impl Sampler {
                 Verdict::Declined(format!("declined: sampling is denied for server {server} in settings.json"))
             }
             Some(Rule::Allow) => Verdict::Allowed,
-            None if self.full_access => Verdict::Allowed,
+            None if (self.full_access)() => Verdict::Allowed,
+            None if self.granted().contains(server) => Verdict::Allowed,
             None => Verdict::Ask,
         }
     }
@@ -122,8 +163,8 @@ impl Sampler {
     /// Puts the request to the person; whether they allowed it. Declined when nobody can be
     /// asked, or no answer came within ten minutes.
     fn ask(&self, server: &str, params: &Value) -> Result<(), String> {
-        let how =
-            format!("allow it with {{\"sampling\": {{\"{server}\": \"allow\"}}}} in settings.json, or --full-access");
+        let or_flag = if self.full_access_flag { ", or --full-access" } else { "" };
+        let how = format!("allow it with {{\"sampling\": {{\"{server}\": \"allow\"}}}} in settings.json{or_flag}");
         let Some(asks) = &self.asks else { return Err(format!("declined: nobody here can approve sampling; {how}")) };
         let messages: Vec<Value> = params
             .get("messages")
@@ -131,13 +172,18 @@ impl Sampler {
             .into_iter()
             .flatten()
             .map(|m| {
-                let text = m["content"].get("text").and_then(Value::as_str).unwrap_or("(not text)");
-                let shown: String = crate::util::terminal_safe(text).chars().take(SHOWN).collect();
+                let blocks = match &m["content"] {
+                    Value::Array(blocks) => blocks.iter().collect(),
+                    block => vec![block],
+                };
+                let text: Vec<String> = blocks.iter().map(|b| shown_block(b)).collect();
+                let text = text.join("\n");
+                let shown: String = crate::util::terminal_safe(&text).chars().take(SHOWN).collect();
                 json!({ "role": m.get("role").cloned().unwrap_or(Value::Null), "text": shown })
             })
             .collect();
         let asked = json!({ "server": server, "messages": messages, "maxTokens": params.get("maxTokens"),
-            "model": self.model.config().model });
+            "model": self.model().config().model });
         let (tx, rx) = crossbeam_channel::bounded(1);
         let input = InputRequired {
             server: server.to_string(),
@@ -152,13 +198,22 @@ impl Sampler {
             return Err(format!("declined: nobody here can approve sampling; {how}"));
         }
         match rx.recv_timeout(ASK_LIMIT) {
-            Ok(Ok(answer)) if answer["approved"] == true => Ok(()),
+            Ok(Ok(answer)) if answer["approved"] == true => {
+                if answer["session"] == true {
+                    self.granted().insert(server.to_string());
+                }
+                Ok(())
+            }
             Ok(Ok(answer)) if answer["asked"] == false => {
                 Err(format!("declined: sampling needs approval and nobody could be asked here; {how}"))
             }
             Ok(_) => Err(format!("declined by the user; {how}")),
             Err(_) => Err(format!("declined: nobody answered within {} minutes; {how}", ASK_LIMIT.as_secs() / 60)),
         }
+    }
+
+    fn granted(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.granted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<String, (usize, usize)>> {
@@ -194,8 +249,8 @@ impl Sampler {
         let (messages, sampling) = request_of(params).map_err(invalid)?;
         let req = Request { messages: &messages, tools: &[], tool_choice_none: false, sampling: Some(&sampling) };
         let never = crate::util::Trigger::default();
-        let completion = self
-            .model
+        let model = self.model();
+        let completion = model
             .complete(&req, &never, &mut |_| {})
             .map_err(|err| ResponseError::new(crate::jsonrpc::INTERNAL_ERROR, format!("the model failed: {err}")))?;
         self.stats.requests.fetch_add(1, Ordering::SeqCst);
@@ -208,13 +263,28 @@ impl Sampler {
             Finish::Other(reason) if reason == "stop_sequence" => "stopSequence",
             _ => "endTurn",
         };
-        Ok(json!({ "model": self.model.config().model, "stopReason": stop, "role": "assistant",
+        Ok(json!({ "model": model.config().model, "stopReason": stop, "role": "assistant",
             "content": { "type": "text", "text": completion.text } }))
     }
 }
 
+/// A content block as the approval question shows it: its text, or what it is.
+fn shown_block(block: &Value) -> String {
+    let field = |key: &str| block.get(key).and_then(Value::as_str);
+    match field("type") {
+        Some("text") => field("text").unwrap_or("").to_string(),
+        Some("image") => format!(
+            "[image: {}, {} bytes of base64]",
+            field("mimeType").unwrap_or("?"),
+            field("data").map_or(0, str::len)
+        ),
+        Some(other) => format!("[{other} content]"),
+        None => "[content without a type]".to_string(),
+    }
+}
+
 /// The model request a sampling request asks for: the system prompt, then the messages
-/// (text only), and its settings with `maxTokens` capped.
+/// (text, and images as data URLs), and its settings with `maxTokens` capped.
 fn request_of(params: &Value) -> Result<(Vec<Message>, Sampling), String> {
     if params.get("tools").is_some_and(|t| !t.is_null()) {
         return Err("nod offers no tools in sampling requests".into());
@@ -227,25 +297,57 @@ fn request_of(params: &Value) -> Result<(Vec<Message>, Sampling), String> {
         bytes += system.len();
         messages.push(Message::System(system.to_string()));
     }
+    let mut image_bytes = 0;
     for message in list {
         let blocks = match &message["content"] {
             Value::Array(blocks) => blocks.clone(),
             block => vec![block.clone()],
         };
-        let mut text = String::new();
+        let mut parts = Vec::with_capacity(blocks.len());
         for block in &blocks {
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
-                Some(other) => return Err(format!("nod's sampling takes text, not {other} content")),
+            let field = |key: &str| block.get(key).and_then(Value::as_str);
+            match field("type") {
+                Some("text") => {
+                    let text = field("text").unwrap_or("");
+                    bytes += text.len();
+                    parts.push(Part::Text(text.to_string()));
+                }
+                Some("image") => {
+                    let mime = field("mimeType").unwrap_or("");
+                    let data = field("data").unwrap_or("");
+                    if !IMAGE_TYPES.contains(&mime) {
+                        return Err(format!(
+                            "nod's sampling takes images of type {}, not {mime:?}",
+                            IMAGE_TYPES.join(", ")
+                        ));
+                    }
+                    if data.is_empty()
+                        || !data.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+                    {
+                        return Err("an image's data is not base64".into());
+                    }
+                    image_bytes += data.len();
+                    parts.push(Part::Image { mime: mime.to_string(), data: data.to_string() });
+                }
+                Some(other) => return Err(format!("nod's sampling takes text and images, not {other} content")),
                 None => return Err("a message's content has no type".into()),
             }
         }
-        bytes += text.len();
-        messages.push(match message.get("role").and_then(Value::as_str) {
-            Some("user") => Message::User(text),
-            Some("assistant") => Message::Assistant { text, calls: Vec::new() },
+        let role = message.get("role").and_then(Value::as_str);
+        let only_text = parts.iter().all(|p| matches!(p, Part::Text(_)));
+        messages.push(match role {
+            Some("user") if only_text => Message::User(Part::text_of(&parts)),
+            Some("user") => Message::UserParts(parts),
+            Some("assistant") if only_text => Message::Assistant { text: Part::text_of(&parts), calls: Vec::new() },
+            Some("assistant") => return Err("an assistant message of a sampling request must be text".into()),
             _ => return Err("a message's role must be user or assistant".into()),
         });
+    }
+    if image_bytes > MAX_IMAGE_BYTES {
+        return Err(format!(
+            "the request carries {image_bytes} bytes of images, over the {} MiB nod sends",
+            MAX_IMAGE_BYTES >> 20
+        ));
     }
     if bytes > MAX_BYTES {
         return Err(format!("the request carries {bytes} bytes of text, over the {} KiB nod sends", MAX_BYTES >> 10));
@@ -342,7 +444,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_become_capped_text_requests_and_tools_or_images_are_refused() {
+    fn requests_become_capped_requests_of_text_and_images_and_tools_are_refused() {
         let params = json!({ "messages": [{ "role": "user", "content": { "type": "text", "text": "hi" } }],
             "systemPrompt": "be brief", "maxTokens": 100_000, "temperature": 0.2, "stopSequences": ["END"] });
         let (messages, sampling) = request_of(&params).unwrap();
@@ -351,8 +453,26 @@ mod tests {
         let mut with_tools = params.clone();
         with_tools["tools"] = json!([{ "name": "x" }]);
         assert!(request_of(&with_tools).unwrap_err().contains("no tools"));
-        let image = json!({ "messages": [{ "role": "user", "content": { "type": "image", "data": "", "mimeType": "image/png" } }], "maxTokens": 5 });
-        assert!(request_of(&image).unwrap_err().contains("not image"));
+        let image = |mime: &str, data: &str| {
+            json!({ "messages": [{ "role": "user", "content": [{ "type": "text", "text": "what is it?" },
+                { "type": "image", "data": data, "mimeType": mime }] }], "maxTokens": 5 })
+        };
+        let (messages, _) = request_of(&image("image/png", "iVBORw0K")).unwrap();
+        let parts =
+            vec![Part::Text("what is it?".into()), Part::Image { mime: "image/png".into(), data: "iVBORw0K".into() }];
+        assert_eq!(messages, [Message::UserParts(parts)]);
+        // On the wire: OpenAI's content parts, the image as a data URL.
+        assert_eq!(
+            serde_json::to_value(&messages[0]).unwrap()["content"][1],
+            json!({ "type": "image_url", "image_url": { "url": "data:image/png;base64,iVBORw0K" } })
+        );
+        assert!(request_of(&image("image/png", "")).unwrap_err().contains("not base64"));
+        assert!(request_of(&image("image/png", "a\"b")).unwrap_err().contains("not base64"));
+        assert!(request_of(&image("image/svg+xml", "PHN2Zz4=")).unwrap_err().contains("not \"image/svg+xml\""));
+        let huge = "A".repeat(MAX_IMAGE_BYTES + 4);
+        assert!(request_of(&image("image/png", &huge)).unwrap_err().contains("bytes of images"));
+        let audio = json!({ "messages": [{ "role": "user", "content": { "type": "audio", "data": "AAAA", "mimeType": "audio/wav" } }], "maxTokens": 5 });
+        assert!(request_of(&audio).unwrap_err().contains("not audio"));
         assert!(request_of(&json!({ "messages": [], "maxTokens": 5 })).is_err());
         let (rules, issues) = rules(&[json!({ "docs": "allow", "fs": "deny", "x": "maybe" })]);
         assert_eq!((rules.get("docs"), rules.get("fs"), issues.len()), (Some(&Rule::Allow), Some(&Rule::Deny), 1));

@@ -10,12 +10,15 @@ use crate::ask::{ask, call, settings};
 use crate::model::{Model, Step, tool_messages, tool_names};
 use crate::support::Env;
 
+fn npm_root() -> PathBuf {
+    std::env::var_os("NOD_TEST_NPM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/npm"))
+}
+
 /// The npm binary `name`; a test that needs it fails when it is not installed.
 fn npm_bin(name: &str) -> PathBuf {
-    let root = std::env::var_os("NOD_TEST_NPM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/nod-ci/npm"));
-    let bin = root.join("node_modules/.bin").join(name);
+    let bin = npm_root().join("node_modules/.bin").join(name);
     assert!(bin.exists(), "{name} is not installed (no {}); bash .ci/run installs it", bin.display());
     bin
 }
@@ -335,5 +338,40 @@ fn server_everything_samples_nods_model_when_allowed() {
         "{result}"
     );
     assert_eq!(out.json()["sampling"]["requests"], 1);
+    env.assert_no_leftovers();
+}
+
+#[test]
+#[ignore = "needs the MCP servers from npm; cargo test -- --include-ignored (README)"]
+fn the_typescript_sdks_sampling_example_summarizes_with_nods_model() {
+    let example =
+        npm_root().join("node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server/toolWithSampleServer.js");
+    assert!(example.exists(), "no {}; bash .ci/run installs the SDK", example.display());
+    let env = Env::new();
+    env.profile(json!({ "mcp": { "sum": { "command": ["node", example], "env": env.marker_env() } } }));
+    settings(&env, json!({ "permission": { "mcp_sum_*": "allow" }, "sampling": { "sum": "allow" } }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_sum_summarize" }))]),
+        Step::Calls(
+            String::new(),
+            vec![call("mcp_sum_summarize", json!({ "text": "MCP servers ask clients for completions." }))],
+        ),
+        Step::Text("Servers can sample.".into()),
+        Step::Text("Summarized.".into()),
+    ]);
+    let out = ask(&env, &model, &["--json", "summarize", "it"]).run();
+    out.code(0).within(60.0);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    // The sampling request is a request of its own: the example's one message, its token limit.
+    assert_eq!(
+        requests[2]["messages"],
+        json!([{ "role": "user", "content": "Please summarize the following text concisely:\n\nMCP servers ask clients for completions." }])
+    );
+    assert_eq!(requests[2]["max_tokens"], 500);
+    assert!(requests[2].get("tools").is_none(), "{}", requests[2]);
+    let result = tool_messages(&requests[3]).last().unwrap().1.clone();
+    assert!(result.contains("Servers can sample."), "the summary came back through the server: {result}");
+    assert_eq!(out.json()["sampling"]["requests"], 1, "{}", out.json());
     env.assert_no_leftovers();
 }

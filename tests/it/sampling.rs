@@ -138,3 +138,61 @@ fn an_acp_client_approves_a_sampling_request_with_request_permission() {
     let (code, _) = client.finish();
     assert_eq!(code, Some(0));
 }
+
+#[test]
+fn an_acp_session_switched_to_full_access_samples_without_asking() {
+    use crate::acp::{Client, cwd, fixture_server, prompt};
+    let env = Env::new();
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(script("Four."));
+    let mut client = Client::start(&env, &model);
+    client.initialize(json!({}));
+    let mut fx = fixture_server(&env, "fx");
+    fx["args"] = json!(["--sample", "--record", env.record_path()]);
+    let session = client.new_session(&cwd(&env), json!([fx]));
+    client.call("session/set_mode", json!({ "sessionId": session, "modeId": "full-access" }));
+    let id = prompt(&mut client, &session, "sample it");
+    let mut asked = Vec::new();
+    let answer = client.answer_of(id, |request| {
+        asked.push(request.clone());
+        json!({ "outcome": { "outcome": "selected", "optionId": "reject_once" } })
+    });
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(asked.is_empty(), "the mode applies to sampling too: {asked:?}");
+    assert_eq!(model.requests()[2]["messages"][1]["content"], "what is 2+2?", "the server's request was sampled");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn nod_mcp_tool_call_with_a_model_asks_on_a_terminal_and_follows_the_rules_elsewhere() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    let with_model = |model: &Model, args: &[&str]| {
+        env.nod(args.iter().copied()).env("NOD_MODEL", "fake-model").env("NOD_BASE_URL", model.url())
+    };
+    let args = ["mcp", "tool", "call", "fx", "sample", r#"{"prompt":"what is 2+2?"}"#];
+    // Piped, no rule: sampling is declared, the request declined (saying how), nothing sampled.
+    let model = Model::start(vec![Step::Text("Four.".into())]);
+    let out = with_model(&model, &args).run();
+    out.code(0).stdout_has("declined: sampling needs approval and nobody could be asked here");
+    out.stdout_has(r#"{\"sampling\": {\"fx\": \"allow\"}}"#).stdout_lacks("--full-access");
+    assert!(model.requests().is_empty(), "nothing was sampled");
+    let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
+    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({}), "{initialize}");
+    // On a terminal: asked as the shell asks, then sampled.
+    let model = Model::start(vec![Step::Text("Four.".into())]);
+    let mut terminal = with_model(&model, &args).spawn_on_terminal();
+    terminal.wait_for("sampling  (server fx)").wait_for("what is 2+2?").wait_for("[y] once").type_line("y");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("Four."), "{shown}");
+    assert_eq!(model.requests().len(), 1);
+    assert_eq!(model.requests()[0]["messages"][1]["content"], "what is 2+2?");
+    // A rule allows it without a terminal.
+    settings(&env, json!({ "sampling": { "fx": "allow" } }));
+    let model = Model::start(vec![Step::Text("Four.".into())]);
+    with_model(&model, &args).run().code(0).stdout_has(r#""text":"Four.""#);
+    assert_eq!(model.requests().len(), 1);
+    env.assert_no_leftovers();
+}

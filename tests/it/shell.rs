@@ -626,3 +626,39 @@ fn a_servers_sampling_request_is_put_to_the_person_and_runs_only_when_allowed() 
     assert_eq!(requests.len(), 6, "nothing was sampled for the refused request");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn sampling_follows_the_shells_model_and_a_for_the_session_stops_the_questions() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let sample = |prompt: &str| call("mcp_fx_sample", json!({ "prompt": prompt }));
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![sample("what is 2+2?")]),
+        Step::Text("Four.".into()),
+        Step::Text("It said four.".into()),
+        Step::Calls(String::new(), vec![sample("and 3+3?")]),
+        Step::Text("Six.".into()),
+        Step::Text("It said six.".into()),
+    ]);
+    let mut term = shell(&env, &model);
+    term.next("✓ fx ready (16 tools)").next("nod> ");
+    term.type_line("/model other-model").next("model: other-model").next("nod> ");
+    term.type_line("sample it");
+    term.next("sampling  (server fx)").next("model: \"other-model\"");
+    term.next("[a] sampling by fx for this session").type_line("a");
+    term.next("It said four.").next("nod> ");
+    // Allowed for the session: the second request is not asked about.
+    term.type_line("again").next("It said six.").next("nod> ");
+    exit(term);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 7, "both samplings reached the model");
+    for (i, question) in [(2, "what is 2+2?"), (5, "and 3+3?")] {
+        assert_eq!(requests[i]["messages"][1]["content"], question, "{}", requests[i]);
+        assert_eq!(requests[i]["model"], "other-model", "the sampler follows /model: {}", requests[i]);
+    }
+    let result = tool_messages(&requests[6]).last().unwrap().1.clone();
+    assert!(result.contains(r#""model":"other-model""#), "{result}");
+    env.assert_no_leftovers();
+}

@@ -281,6 +281,9 @@ impl AgentSide {
             match message {
                 Message::System(_) => {}
                 Message::User(text) => update(chunk("user_message_chunk", text)),
+                Message::UserParts(parts) => {
+                    update(chunk("user_message_chunk", &crate::provider::Part::text_of(parts)));
+                }
                 Message::Assistant { text, calls } => {
                     if !text.is_empty() {
                         update(chunk("agent_message_chunk", text));

@@ -112,7 +112,7 @@ impl Surface for AcpSurface {
 
     fn approve(&mut self, request: &Approval) -> Option<Answer> {
         // A server's sampling request is shown as an entry of its own, with what it asks.
-        let sampling = request.tool == "sampling";
+        let sampling = request.tool == crate::agent::SAMPLING;
         let (id, title, raw) = match &request.agent {
             // A subagent's call is a tool call of its own, titled with the subagent's name.
             Some(agent) => {

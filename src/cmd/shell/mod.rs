@@ -402,7 +402,12 @@ impl<'a> Shell<'a> {
         match provider_config::resolve(Some(id), &self.settings.model, &env) {
             Ok(config) => {
                 self.ctx.redactor.add(config.api_key.clone());
-                self.agent.set_provider(Arc::new(Provider::new(config)));
+                let provider = Arc::new(Provider::new(config));
+                if let Some(sampler) = &self.sampler {
+                    // The servers' sampling requests are answered by the model chosen here.
+                    sampler.set_model(provider.clone());
+                }
+                self.agent.set_provider(provider);
                 self.no_model = None;
                 println!("model: {}", terminal_safe(id));
             }

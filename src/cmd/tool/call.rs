@@ -24,7 +24,14 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let arguments = if call.jsonl { None } else { Some(args::tool_arguments(&call.arguments)?) };
     let answering = answering(&call)?;
     let (asks_tx, asks_rx) = crossbeam_channel::unbounded();
-    let handler = Arc::new(PolicyHandler::answering(answering.clone(), Some(asks_tx)));
+    let handler: Arc<dyn crate::dispatch::InboundHandler> =
+        Arc::new(PolicyHandler::answering(answering.clone(), Some(asks_tx.clone())));
+    // With a model configured, the server may sample: by a rule in settings.json, or asked
+    // on the terminal as elicitation is (declined where nobody can be asked).
+    let handler = match sampler(asks_tx, ctx) {
+        Some(sampler) => Arc::new(crate::session::sampling::WithSampling::new(handler, sampler)),
+        None => handler,
+    };
     let one = One::connect(&call.server, handler, ctx)?;
     let mut term = (answering == Answering::Ask).then(|| Term::stdio(ctx.interrupt.clone()));
     let asks =
@@ -87,6 +94,24 @@ fn call_on(
         }
         Outcome::InputRequired(input) => report_input_required(&input, None, ctx),
     }
+}
+
+/// What answers the server's sampling requests: the configured model (settings.json, or
+/// NOD_MODEL and NOD_BASE_URL), under the sampling rules of settings.json; none without a
+/// model, and then nod does not declare sampling.
+fn sampler(asks: crossbeam_channel::Sender<Asked>, ctx: &Context) -> Option<Arc<crate::session::sampling::Sampler>> {
+    let workspace = crate::config::project::locate(&std::env::current_dir().unwrap_or_default()).0;
+    let settings = crate::config::agent::load(&crate::config::settings::path().ok()?, &workspace);
+    let env = |name: &str| std::env::var(name).ok();
+    let config = crate::provider::config::resolve(None, &settings.model, &env).ok()?;
+    ctx.redactor.add(config.api_key.clone());
+    let (rules, issues) = crate::session::sampling::rules(&settings.sampling);
+    for issue in issues {
+        log::warn!("{issue}");
+    }
+    let model = Arc::new(crate::provider::Provider::new(config)) as Arc<dyn crate::provider::Model>;
+    let sampler = crate::session::sampling::Sampler::new(model, rules, Box::new(|| false), Some(asks));
+    Some(Arc::new(sampler.without_full_access()))
 }
 
 /// How the server's questions are answered: `--elicit-answer` values, the `--elicit`

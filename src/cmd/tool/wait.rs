@@ -69,9 +69,16 @@ pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label
             recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             // A request the server has cancelled already is dropped (CAN-5).
             recv(asks.receiver) -> request => if let Ok(Asked { input, responder, sampling }) = request && !responder.is_cancelled() {
-                if sampling.is_some() {
-                    // nod mcp has no model to sample with.
-                    responder.respond(Ok(json!({ "approved": false, "asked": false })));
+                if let Some(asked) = sampling {
+                    // A server's sampling request: the person decides, as for elicitation.
+                    let answer = asks.person.as_deref_mut().map(|person| {
+                        crate::cmd::form::approve(person, &crate::agent::sampling_approval(&asked))
+                    });
+                    let cancelled = matches!(answer, Some(crate::agent::Answer::Cancel));
+                    responder.respond(Ok(crate::agent::sampling_answer(answer)));
+                    if cancelled {
+                        return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
+                    }
                     continue;
                 }
                 if let Some(answer) = crate::session::elicit::answer(asks.answering, &input) {
