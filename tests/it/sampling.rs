@@ -112,52 +112,59 @@ fn full_access_allows_sampling_and_a_looping_sampler_is_stopped() {
     assert!(last.contains("asked for 20 samplings already"), "the 21st is refused: {last}");
 }
 
-#[test]
-fn an_acp_client_approves_a_sampling_request_with_request_permission() {
-    use crate::acp::{Client, cwd, fixture_server, prompt};
-    let env = Env::new();
-    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
-    let model = Model::start(script("Four."));
-    let mut client = Client::start(&env, &model);
+/// An ACP session whose one server is the sampling fixture, its tools allowed.
+fn acp_session(env: &Env, model: &Model) -> (crate::acp::Client, String) {
+    use crate::acp::{Client, cwd, fixture_server};
+    settings(env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let mut client = Client::start(env, model);
     client.initialize(json!({}));
-    let mut fx = fixture_server(&env, "fx");
+    let mut fx = fixture_server(env, "fx");
     fx["args"] = json!(["--sample", "--record", env.record_path()]);
-    let session = client.new_session(&cwd(&env), json!([fx]));
-    let id = prompt(&mut client, &session, "sample it");
+    let session = client.new_session(&cwd(env), json!([fx]));
+    (client, session)
+}
+
+/// Prompts `session` to sample; every permission request is answered with `option`. The
+/// prompt's answer and the requests.
+fn acp_sample(client: &mut crate::acp::Client, session: &str, option: &str) -> (Value, Vec<Value>) {
+    let id = crate::acp::prompt(client, session, "sample it");
     let mut asked = Vec::new();
     let answer = client.answer_of(id, |request| {
         asked.push(request.clone());
-        json!({ "outcome": { "outcome": "selected", "optionId": "allow_once" } })
+        json!({ "outcome": { "outcome": "selected", "optionId": option } })
     });
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    (answer, asked)
+}
+
+#[test]
+fn an_acp_client_approves_a_sampling_request_with_request_permission() {
+    let env = Env::new();
+    let mut steps = script("Four.");
+    steps.extend(script("Five."));
+    let model = Model::start(steps);
+    let (mut client, session) = acp_session(&env, &model);
+    let (_, asked) = acp_sample(&mut client, &session, "allow_always");
     assert_eq!(asked.len(), 1, "only the sampling request was asked about: {asked:?}");
     assert_eq!(asked[0]["method"], "session/request_permission");
     assert_eq!(asked[0]["params"]["toolCall"]["title"], "sampling (server fx)", "{}", asked[0]);
     assert_eq!(asked[0]["params"]["toolCall"]["rawInput"]["messages"][0]["text"], "what is 2+2?");
     assert_eq!(model.requests()[2]["messages"][1]["content"], "what is 2+2?");
+    // Allowed for the session: the next request is not asked about.
+    let (_, asked) = acp_sample(&mut client, &session, "reject_once");
+    assert!(asked.is_empty(), "{asked:?}");
+    assert_eq!(model.requests().len(), 8, "the second request was sampled too");
     let (code, _) = client.finish();
     assert_eq!(code, Some(0));
 }
 
 #[test]
 fn an_acp_session_switched_to_full_access_samples_without_asking() {
-    use crate::acp::{Client, cwd, fixture_server, prompt};
     let env = Env::new();
-    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
     let model = Model::start(script("Four."));
-    let mut client = Client::start(&env, &model);
-    client.initialize(json!({}));
-    let mut fx = fixture_server(&env, "fx");
-    fx["args"] = json!(["--sample", "--record", env.record_path()]);
-    let session = client.new_session(&cwd(&env), json!([fx]));
+    let (mut client, session) = acp_session(&env, &model);
     client.call("session/set_mode", json!({ "sessionId": session, "modeId": "full-access" }));
-    let id = prompt(&mut client, &session, "sample it");
-    let mut asked = Vec::new();
-    let answer = client.answer_of(id, |request| {
-        asked.push(request.clone());
-        json!({ "outcome": { "outcome": "selected", "optionId": "reject_once" } })
-    });
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (_, asked) = acp_sample(&mut client, &session, "reject_once");
     assert!(asked.is_empty(), "the mode applies to sampling too: {asked:?}");
     assert_eq!(model.requests()[2]["messages"][1]["content"], "what is 2+2?", "the server's request was sampled");
     let (code, _) = client.finish();
