@@ -207,6 +207,8 @@ pub struct Sampling {
     pub max_tokens: u64,
     pub temperature: Option<f64>,
     pub stop: Vec<String>,
+    /// The server's tools must be used (its `toolChoice` mode `required`).
+    pub tools_required: bool,
 }
 
 /// What the agent needs of a model: one request, its text streamed to `on_text`, ended at
@@ -353,7 +355,11 @@ fn body(model: &str, req: &Request<'_>, with_options: bool) -> Vec<u8> {
         stream: true,
         stream_options: with_options.then_some(StreamOptions { include_usage: true }),
         tools: tools.then_some(Tools(req.tools)),
-        tool_choice: tools.then_some(if req.tool_choice_none { "none" } else { "auto" }),
+        tool_choice: tools.then_some(match req.sampling {
+            _ if req.tool_choice_none => "none",
+            Some(sampling) if sampling.tools_required => "required",
+            _ => "auto",
+        }),
         parallel_tool_calls: tools.then_some(true),
         max_tokens: req.sampling.map(|s| s.max_tokens),
         temperature: req.sampling.and_then(|s| s.temperature),

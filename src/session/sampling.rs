@@ -13,8 +13,10 @@
 //! server's system prompt and messages (text, and images as data URLs), `maxTokens` capped by
 //! nod, temperature and stop sequences, sent to the surface's current model; the answer goes
 //! back as `{model, stopReason, role, content}`. Nothing of the conversation is shared whatever
-//! `includeContext` says, `modelPreferences` never picks another model, and tools in a request
-//! are refused, so nod's MCP tools are never offered through it. Bounded: the request's size,
+//! `includeContext` says and `modelPreferences` never picks another model. A request's own
+//! tools are offered as the server describes them, never nod's MCP tools: the model's calls go
+//! back to the server as `tool_use` content, and the server's next request answers them with
+//! `tool_result`s (checked: every use answered, results alone in their message). Bounded: the request's size,
 //! its images, the tokens, two requests in flight per server and twenty per server in one
 //! process (a server that samples in a loop is refused with a clear message after that).
 
@@ -26,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::dispatch::{InboundHandler, Responder, ServerRequest};
 use crate::jsonrpc::ResponseError;
-use crate::provider::{Finish, Message, Model, Part, Request, Sampling};
+use crate::provider::{Finish, Message, Model, Part, Request, Sampling, ToolSpec};
 use crate::session::elicit::{Asked, InputRequired};
 
 pub const METHOD: &str = "sampling/createMessage";
@@ -36,6 +38,8 @@ pub const MAX_TOKENS: u64 = 4096;
 const MAX_BYTES: usize = 256 * 1024;
 /// The most image data (base64) one request may carry.
 const MAX_IMAGE_BYTES: usize = 4 * 1024 * 1024;
+/// The most tools one request may offer.
+const MAX_TOOLS: usize = 128;
 /// The image types OpenAI-compatible endpoints take.
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IN_FLIGHT: usize = 2;
@@ -182,8 +186,19 @@ impl Sampler {
                 json!({ "role": m.get("role").cloned().unwrap_or(Value::Null), "text": shown })
             })
             .collect();
-        let asked = json!({ "server": server, "messages": messages, "maxTokens": params.get("maxTokens"),
+        let mut asked = json!({ "server": server, "messages": messages, "maxTokens": params.get("maxTokens"),
             "model": self.model().config().model });
+        // The server's own tools the model may call (their calls go back to the server).
+        let tools: Vec<&str> = params
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+            .collect();
+        if !tools.is_empty() {
+            asked["tools"] = json!(tools);
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let input = InputRequired {
             server: server.to_string(),
@@ -244,10 +259,13 @@ impl Sampler {
     }
 
     /// The answer to one request, from the model.
-    fn sample(&self, params: &Value) -> Result<Value, ResponseError> {
-        let invalid = |why: String| ResponseError::new(crate::jsonrpc::INVALID_PARAMS, why);
-        let (messages, sampling) = request_of(params).map_err(invalid)?;
-        let req = Request { messages: &messages, tools: &[], tool_choice_none: false, sampling: Some(&sampling) };
+    fn sample(&self, ready: &Ready) -> Result<Value, ResponseError> {
+        let req = Request {
+            messages: &ready.messages,
+            tools: &ready.tools,
+            tool_choice_none: ready.tools_none,
+            sampling: Some(&ready.sampling),
+        };
         let never = crate::util::Trigger::default();
         let model = self.model();
         let completion = model
@@ -258,13 +276,38 @@ impl Sampler {
             self.stats.input_tokens.fetch_add(usage.input, Ordering::SeqCst);
             self.stats.output_tokens.fetch_add(usage.output, Ordering::SeqCst);
         }
-        let stop = match completion.finish {
-            Finish::Length => "maxTokens",
-            Finish::Other(reason) if reason == "stop_sequence" => "stopSequence",
-            _ => "endTurn",
-        };
-        Ok(json!({ "model": model.config().model, "stopReason": stop, "role": "assistant",
-            "content": { "type": "text", "text": completion.text } }))
+        let model_name = &model.config().model;
+        if ready.tools.is_empty() || completion.calls.is_empty() {
+            let stop = match completion.finish {
+                Finish::Length => "maxTokens",
+                Finish::Other(reason) if reason == "stop_sequence" => "stopSequence",
+                _ => "endTurn",
+            };
+            return Ok(json!({ "model": model_name, "stopReason": stop, "role": "assistant",
+                "content": { "type": "text", "text": completion.text } }));
+        }
+        // The model's tool calls go back to the server, which runs its own tools: only tools
+        // the request offered, each with an object of arguments.
+        let mut content = Vec::with_capacity(completion.calls.len() + 1);
+        if !completion.text.is_empty() {
+            content.push(json!({ "type": "text", "text": completion.text }));
+        }
+        for call in &completion.calls {
+            if !ready.tools.iter().any(|t| t.name == call.name) {
+                let why =
+                    format!("the model called {}, which the request does not offer", crate::util::one_line(&call.name));
+                return Err(ResponseError::new(crate::jsonrpc::INTERNAL_ERROR, why));
+            }
+            let input = match serde_json::from_str::<Value>(&call.arguments) {
+                Ok(input @ Value::Object(_)) => input,
+                _ => {
+                    let why = format!("the model's arguments for {} are not a JSON object", call.name);
+                    return Err(ResponseError::new(crate::jsonrpc::INTERNAL_ERROR, why));
+                }
+            };
+            content.push(json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": input }));
+        }
+        Ok(json!({ "model": model_name, "stopReason": "toolUse", "role": "assistant", "content": content }))
     }
 }
 
@@ -278,6 +321,16 @@ fn shown_block(block: &Value) -> String {
             field("mimeType").unwrap_or("?"),
             field("data").map_or(0, str::len)
         ),
+        Some("tool_use") => format!(
+            "[tool use: {} {}]",
+            field("name").unwrap_or("?"),
+            block.get("input").map_or_else(String::new, Value::to_string)
+        ),
+        Some("tool_result") => {
+            let content = block.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let text: Vec<String> = content.iter().map(shown_block).collect();
+            format!("[tool result: {}]", text.join(" "))
+        }
         Some(other) => format!("[{other} content]"),
         None => "[content without a type]".to_string(),
     }
@@ -285,12 +338,10 @@ fn shown_block(block: &Value) -> String {
 
 /// The model request a sampling request asks for: the system prompt, then the messages
 /// (text, and images as data URLs), and its settings with `maxTokens` capped.
-fn request_of(params: &Value) -> Result<(Vec<Message>, Sampling), String> {
-    if params.get("tools").is_some_and(|t| !t.is_null()) {
-        return Err("nod offers no tools in sampling requests".into());
-    }
+fn request_of(params: &Value) -> Result<Ready, Refusal> {
+    let tools = tools_of(params)?;
     let list = params.get("messages").and_then(Value::as_array).filter(|m| !m.is_empty());
-    let list = list.ok_or("messages must be a non-empty array")?;
+    let list = list.ok_or_else(|| invalid("messages must be a non-empty array"))?;
     let mut messages = Vec::with_capacity(list.len() + 1);
     let mut bytes = 0;
     if let Some(system) = params.get("systemPrompt").and_then(Value::as_str) {
@@ -298,12 +349,43 @@ fn request_of(params: &Value) -> Result<(Vec<Message>, Sampling), String> {
         messages.push(Message::System(system.to_string()));
     }
     let mut image_bytes = 0;
+    // The tool uses of the last assistant message, each to be answered by the next message.
+    let mut unanswered: Vec<String> = Vec::new();
     for message in list {
         let blocks = match &message["content"] {
             Value::Array(blocks) => blocks.clone(),
             block => vec![block.clone()],
         };
+        let role = message.get("role").and_then(Value::as_str);
+        let kinds: Vec<&str> = blocks.iter().map(|b| b.get("type").and_then(Value::as_str).unwrap_or("")).collect();
+        if kinds.contains(&"tool_result") {
+            if role != Some("user") || kinds.iter().any(|k| *k != "tool_result") {
+                return Err(invalid("a message with tool results must be a user message of tool results only"));
+            }
+            for block in &blocks {
+                let id = block.get("toolUseId").and_then(Value::as_str).unwrap_or("");
+                let Some(at) = unanswered.iter().position(|u| u == id) else {
+                    return Err(invalid(format!(
+                        "a tool result answers no tool use of the message before it ({id:?})"
+                    )));
+                };
+                unanswered.remove(at);
+                let content = block.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let mut text: Vec<String> = content.iter().map(shown_block).collect();
+                if block.get("isError") == Some(&Value::Bool(true)) {
+                    text.insert(0, "(the tool failed)".into());
+                }
+                let text = text.join("\n");
+                bytes += text.len();
+                messages.push(Message::Tool { call_id: id.to_string(), content: text });
+            }
+            continue;
+        }
+        if !unanswered.is_empty() {
+            return Err(invalid(format!("tool result missing in request (for {})", unanswered.join(", "))));
+        }
         let mut parts = Vec::with_capacity(blocks.len());
+        let mut calls = Vec::new();
         for block in &blocks {
             let field = |key: &str| block.get(key).and_then(Value::as_str);
             match field("type") {
@@ -316,50 +398,127 @@ fn request_of(params: &Value) -> Result<(Vec<Message>, Sampling), String> {
                     let mime = field("mimeType").unwrap_or("");
                     let data = field("data").unwrap_or("");
                     if !IMAGE_TYPES.contains(&mime) {
-                        return Err(format!(
+                        return Err(invalid(format!(
                             "nod's sampling takes images of type {}, not {mime:?}",
                             IMAGE_TYPES.join(", ")
-                        ));
+                        )));
                     }
                     if data.is_empty()
                         || !data.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
                     {
-                        return Err("an image's data is not base64".into());
+                        return Err(invalid("an image's data is not base64"));
                     }
                     image_bytes += data.len();
                     parts.push(Part::Image { mime: mime.to_string(), data: data.to_string() });
                 }
-                Some(other) => return Err(format!("nod's sampling takes text and images, not {other} content")),
-                None => return Err("a message's content has no type".into()),
+                Some("tool_use") if role == Some("assistant") => {
+                    let (Some(id), Some(name)) = (field("id"), field("name")) else {
+                        return Err(invalid("a tool use needs an id and a name"));
+                    };
+                    if !tools.iter().any(|t| t.name == name) {
+                        return Err(invalid(format!("a tool use names {name:?}, which the request does not offer")));
+                    }
+                    let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                    let arguments = input.to_string();
+                    bytes += arguments.len();
+                    calls.push(crate::provider::ToolCall { id: id.to_string(), name: name.to_string(), arguments });
+                    unanswered.push(id.to_string());
+                }
+                Some(other) => {
+                    return Err(invalid(format!(
+                        "nod's sampling takes text, images and tool uses, not {other} content"
+                    )));
+                }
+                None => return Err(invalid("a message's content has no type")),
             }
         }
-        let role = message.get("role").and_then(Value::as_str);
         let only_text = parts.iter().all(|p| matches!(p, Part::Text(_)));
         messages.push(match role {
             Some("user") if only_text => Message::User(Part::text_of(&parts)),
             Some("user") => Message::UserParts(parts),
-            Some("assistant") if only_text => Message::Assistant { text: Part::text_of(&parts), calls: Vec::new() },
-            Some("assistant") => return Err("an assistant message of a sampling request must be text".into()),
-            _ => return Err("a message's role must be user or assistant".into()),
+            Some("assistant") if only_text => Message::Assistant { text: Part::text_of(&parts), calls },
+            Some("assistant") => return Err(invalid("an assistant message of a sampling request must be text")),
+            _ => return Err(invalid("a message's role must be user or assistant")),
         });
     }
+    if !unanswered.is_empty() {
+        return Err(invalid(format!("tool result missing in request (for {})", unanswered.join(", "))));
+    }
     if image_bytes > MAX_IMAGE_BYTES {
-        return Err(format!(
+        return Err(invalid(format!(
             "the request carries {image_bytes} bytes of images, over the {} MiB nod sends",
             MAX_IMAGE_BYTES >> 20
-        ));
+        )));
     }
     if bytes > MAX_BYTES {
-        return Err(format!("the request carries {bytes} bytes of text, over the {} KiB nod sends", MAX_BYTES >> 10));
+        return Err(invalid(format!(
+            "the request carries {bytes} bytes of text, over the {} KiB nod sends",
+            MAX_BYTES >> 10
+        )));
     }
-    let max_tokens = params.get("maxTokens").and_then(Value::as_u64).ok_or("maxTokens must be a positive integer")?;
+    let max_tokens = params.get("maxTokens").and_then(Value::as_u64);
+    let max_tokens = max_tokens.ok_or_else(|| invalid("maxTokens must be a positive integer"))?;
     let stop = params.get("stopSequences").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let mode = params.pointer("/toolChoice/mode").and_then(Value::as_str).unwrap_or("auto");
+    if !matches!(mode, "auto" | "required" | "none") {
+        return Err(invalid(format!("toolChoice mode {mode:?} is none of auto, required and none")));
+    }
     let sampling = Sampling {
         max_tokens: max_tokens.clamp(1, MAX_TOKENS),
         temperature: params.get("temperature").and_then(Value::as_f64),
         stop: stop.iter().filter_map(Value::as_str).take(4).map(str::to_string).collect(),
+        tools_required: mode == "required" && !tools.is_empty(),
     };
-    Ok((messages, sampling))
+    Ok(Ready { messages, sampling, tools, tools_none: mode == "none" })
+}
+
+/// A sampling request made ready for the provider.
+#[derive(Debug)]
+struct Ready {
+    messages: Vec<Message>,
+    sampling: Sampling,
+    /// The server's own tools, as it describes them (never nod's).
+    tools: Vec<ToolSpec>,
+    /// `toolChoice` mode `none`.
+    tools_none: bool,
+}
+
+/// Why a request was refused: the JSON-RPC error's code and message.
+type Refusal = (i64, String);
+
+fn invalid(why: impl Into<String>) -> Refusal {
+    (crate::jsonrpc::INVALID_PARAMS, why.into())
+}
+
+/// The tools a sampling request offers the model, as the server describes them: a name the
+/// provider takes (letters, digits, `_` and `-`, up to 64), its description, its input schema.
+fn tools_of(params: &Value) -> Result<Vec<ToolSpec>, Refusal> {
+    let Some(list) = params.get("tools").filter(|t| !t.is_null()) else { return Ok(Vec::new()) };
+    let list = list.as_array().ok_or_else(|| invalid("tools must be an array"))?;
+    if list.len() > MAX_TOOLS {
+        return Err(invalid(format!("the request offers {} tools, over the {MAX_TOOLS} nod sends", list.len())));
+    }
+    let mut tools: Vec<ToolSpec> = Vec::with_capacity(list.len());
+    for tool in list {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+        let fits = !name.is_empty()
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+        if !fits {
+            return Err(invalid(format!(
+                "a tool's name must be 1 to 64 letters, digits, _ or - for the model, not {:?}",
+                crate::util::one_line(name)
+            )));
+        }
+        if tools.iter().any(|t| t.name == name) {
+            return Err(invalid(format!("two tools are named {name}")));
+        }
+        let schema = tool.get("inputSchema").filter(|s| s.is_object());
+        let schema = schema.ok_or_else(|| invalid(format!("tool {name} has no inputSchema object")))?;
+        let description = tool.get("description").and_then(Value::as_str).unwrap_or("").to_string();
+        tools.push(ToolSpec { name: name.to_string(), description, parameters: schema.clone() });
+    }
+    Ok(tools)
 }
 
 /// A server's slot among its requests in flight, given back however the request ends.
@@ -390,7 +549,7 @@ impl InboundHandler for WithSampling {
     fn capabilities(&self) -> Value {
         let mut capabilities = self.inner.capabilities();
         if let Some(map) = capabilities.as_object_mut() {
-            map.insert("sampling".into(), json!({}));
+            map.insert("sampling".into(), json!({ "tools": {} }));
         }
         capabilities
     }
@@ -399,6 +558,14 @@ impl InboundHandler for WithSampling {
         if req.method != METHOD {
             return self.inner.request(req, responder);
         }
+        // A request nod could not send is refused before anyone is asked about it.
+        let ready = match request_of(&req.params) {
+            Ok(ready) => ready,
+            Err((code, why)) => {
+                log::warn!("server {}: sampling request refused: {why}", req.server);
+                return responder.respond(Err(ResponseError::new(code, why)));
+            }
+        };
         let sampler = self.sampler.clone();
         let server = req.server.clone();
         let verdict = sampler.decide(&server);
@@ -424,7 +591,7 @@ impl InboundHandler for WithSampling {
                 log::warn!("server {server}: sampling {why}");
                 return responder.respond(Err(ResponseError::new(DECLINED, why)));
             }
-            let answer = sampler.sample(&req.params);
+            let answer = sampler.sample(&ready);
             if !responder.is_cancelled() {
                 responder.respond(answer);
             }
@@ -444,20 +611,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_become_capped_requests_of_text_and_images_and_tools_are_refused() {
+    fn requests_become_capped_requests_of_text_and_images() {
+        let err = |params: &Value| request_of(params).unwrap_err().1;
         let params = json!({ "messages": [{ "role": "user", "content": { "type": "text", "text": "hi" } }],
             "systemPrompt": "be brief", "maxTokens": 100_000, "temperature": 0.2, "stopSequences": ["END"] });
-        let (messages, sampling) = request_of(&params).unwrap();
-        assert_eq!(messages, [Message::System("be brief".into()), Message::User("hi".into())]);
-        assert_eq!(sampling, Sampling { max_tokens: MAX_TOKENS, temperature: Some(0.2), stop: vec!["END".into()] });
-        let mut with_tools = params.clone();
-        with_tools["tools"] = json!([{ "name": "x" }]);
-        assert!(request_of(&with_tools).unwrap_err().contains("no tools"));
+        let ready = request_of(&params).unwrap();
+        assert_eq!(ready.messages, [Message::System("be brief".into()), Message::User("hi".into())]);
+        let capped = Sampling {
+            max_tokens: MAX_TOKENS,
+            temperature: Some(0.2),
+            stop: vec!["END".into()],
+            tools_required: false,
+        };
+        assert_eq!(ready.sampling, capped);
+        assert!(ready.tools.is_empty() && !ready.tools_none);
         let image = |mime: &str, data: &str| {
             json!({ "messages": [{ "role": "user", "content": [{ "type": "text", "text": "what is it?" },
                 { "type": "image", "data": data, "mimeType": mime }] }], "maxTokens": 5 })
         };
-        let (messages, _) = request_of(&image("image/png", "iVBORw0K")).unwrap();
+        let messages = request_of(&image("image/png", "iVBORw0K")).unwrap().messages;
         let parts =
             vec![Part::Text("what is it?".into()), Part::Image { mime: "image/png".into(), data: "iVBORw0K".into() }];
         assert_eq!(messages, [Message::UserParts(parts)]);
@@ -466,15 +638,71 @@ mod tests {
             serde_json::to_value(&messages[0]).unwrap()["content"][1],
             json!({ "type": "image_url", "image_url": { "url": "data:image/png;base64,iVBORw0K" } })
         );
-        assert!(request_of(&image("image/png", "")).unwrap_err().contains("not base64"));
-        assert!(request_of(&image("image/png", "a\"b")).unwrap_err().contains("not base64"));
-        assert!(request_of(&image("image/svg+xml", "PHN2Zz4=")).unwrap_err().contains("not \"image/svg+xml\""));
+        assert!(err(&image("image/png", "")).contains("not base64"));
+        assert!(err(&image("image/png", "a\"b")).contains("not base64"));
+        assert!(err(&image("image/svg+xml", "PHN2Zz4=")).contains("not \"image/svg+xml\""));
         let huge = "A".repeat(MAX_IMAGE_BYTES + 4);
-        assert!(request_of(&image("image/png", &huge)).unwrap_err().contains("bytes of images"));
+        assert!(err(&image("image/png", &huge)).contains("bytes of images"));
         let audio = json!({ "messages": [{ "role": "user", "content": { "type": "audio", "data": "AAAA", "mimeType": "audio/wav" } }], "maxTokens": 5 });
-        assert!(request_of(&audio).unwrap_err().contains("not audio"));
+        assert!(err(&audio).contains("not audio"));
         assert!(request_of(&json!({ "messages": [], "maxTokens": 5 })).is_err());
         let (rules, issues) = rules(&[json!({ "docs": "allow", "fs": "deny", "x": "maybe" })]);
         assert_eq!((rules.get("docs"), rules.get("fs"), issues.len()), (Some(&Rule::Allow), Some(&Rule::Deny), 1));
+    }
+
+    #[test]
+    fn the_servers_tools_are_offered_as_it_describes_them_and_its_tool_loop_is_checked() {
+        let err = |params: &Value| request_of(params).unwrap_err();
+        let weather = json!({ "name": "get_weather", "description": "Weather of a city",
+            "inputSchema": { "type": "object", "properties": { "city": { "type": "string" } } } });
+        let ask = json!({ "role": "user", "content": { "type": "text", "text": "Paris?" } });
+        let uses = json!({ "role": "assistant", "content": [
+            { "type": "tool_use", "id": "c1", "name": "get_weather", "input": { "city": "Paris" } }] });
+        let results = json!({ "role": "user", "content": [
+            { "type": "tool_result", "toolUseId": "c1", "content": [{ "type": "text", "text": "18C" }] }] });
+        let params = |messages: Value, choice: &str| json!({ "messages": messages, "tools": [weather], "toolChoice": { "mode": choice }, "maxTokens": 50 });
+        let ready = request_of(&params(json!([ask, uses, results]), "required")).unwrap();
+        assert_eq!(ready.tools.len(), 1);
+        assert_eq!(
+            (ready.tools[0].name.as_str(), ready.tools[0].description.as_str()),
+            ("get_weather", "Weather of a city")
+        );
+        assert_eq!(ready.tools[0].parameters, weather["inputSchema"]);
+        assert!(ready.sampling.tools_required && !ready.tools_none);
+        let call = crate::provider::ToolCall {
+            id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: r#"{"city":"Paris"}"#.into(),
+        };
+        assert_eq!(
+            ready.messages,
+            [
+                Message::User("Paris?".into()),
+                Message::Assistant { text: String::new(), calls: vec![call] },
+                Message::Tool { call_id: "c1".into(), content: "18C".into() },
+            ]
+        );
+        assert!(request_of(&params(json!([ask]), "none")).unwrap().tools_none);
+        // The loop's rules: every tool use answered by the next message, results alone.
+        let (code, why) = err(&params(json!([ask, uses]), "auto"));
+        assert_eq!(code, crate::jsonrpc::INVALID_PARAMS);
+        assert!(why.contains("tool result missing"), "{why}");
+        assert!(err(&params(json!([ask, uses, ask]), "auto")).1.contains("tool result missing"));
+        let mixed = json!({ "role": "user", "content": [results["content"][0], { "type": "text", "text": "and" }] });
+        assert!(err(&params(json!([ask, uses, mixed]), "auto")).1.contains("tool results only"));
+        assert!(err(&params(json!([ask, results]), "auto")).1.contains("answers no tool use"));
+        let stranger =
+            json!({ "role": "assistant", "content": { "type": "tool_use", "id": "c2", "name": "rm", "input": {} } });
+        assert!(err(&params(json!([ask, stranger]), "auto")).1.contains("does not offer"));
+        // Tools the provider could not take are refused by name.
+        let mut dotted = params(json!([ask]), "auto");
+        dotted["tools"][0]["name"] = json!("get.weather");
+        assert!(err(&dotted).1.contains("1 to 64 letters"));
+        let mut twice = params(json!([ask]), "auto");
+        twice["tools"] = json!([weather, weather]);
+        assert!(err(&twice).1.contains("two tools"));
+        let mut choice = params(json!([ask]), "auto");
+        choice["toolChoice"]["mode"] = json!("any");
+        assert!(err(&choice).1.contains("toolChoice mode"));
     }
 }

@@ -51,7 +51,7 @@ fn an_allowed_server_samples_nods_model_in_a_request_of_its_own() {
     assert!(!sampled.to_string().contains("sample it"), "{sampled}");
     assert_eq!(out.json()["sampling"]["requests"], 1, "{}", out.json());
     let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
-    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({}));
+    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({ "tools": {} }));
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn nod_mcp_tool_call_with_a_model_asks_on_a_terminal_and_follows_the_rules_elsew
     out.stdout_has(r#"{\"sampling\": {\"fx\": \"allow\"}}"#).stdout_lacks("--full-access");
     assert!(model.requests().is_empty(), "nothing was sampled");
     let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
-    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({}), "{initialize}");
+    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({ "tools": {} }), "{initialize}");
     // On a terminal: asked as the shell asks, then sampled.
     let model = Model::start(vec![Step::Text("Four.".into())]);
     let mut terminal = with_model(&model, &args).spawn_on_terminal();
@@ -202,4 +202,43 @@ fn nod_mcp_tool_call_with_a_model_asks_on_a_terminal_and_follows_the_rules_elsew
     with_model(&model, &args).run().code(0).stdout_has(r#""text":"Four.""#);
     assert_eq!(model.requests().len(), 1);
     env.assert_no_leftovers();
+}
+
+#[test]
+fn a_servers_tools_in_a_sampling_request_reach_the_model_as_its_own_and_come_back_as_tool_uses() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" }, "sampling": { "fx": "allow" } }));
+    let weather = json!({ "name": "get_weather", "description": "Weather of a city",
+        "inputSchema": { "type": "object", "properties": { "city": { "type": "string" } }, "required": ["city"] } });
+    let arguments = json!({ "prompt": "weather in Paris?", "tools": [weather], "toolChoice": { "mode": "required" } });
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", arguments)]),
+        // The sampled model calls the server's tool.
+        Step::Calls(String::new(), vec![call("get_weather", json!({ "city": "Paris" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    ask(&env, &model, &["sample", "it"]).run().code(0);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4);
+    // Only the server's tool, as it described it; none of nod's.
+    let offered = &requests[2]["tools"];
+    assert_eq!(offered.as_array().map(Vec::len), Some(1), "{offered}");
+    assert_eq!(offered[0]["function"]["name"], "get_weather");
+    assert_eq!(offered[0]["function"]["parameters"], weather["inputSchema"]);
+    assert_eq!(requests[2]["tool_choice"], "required");
+    let initialize = env.wire().into_iter().find(|m| m["method"] == "initialize").unwrap();
+    assert_eq!(initialize["params"]["capabilities"]["sampling"], json!({ "tools": {} }));
+    // The model's call went back to the server as a tool use, not run by nod.
+    let result = tool_messages(&requests[3]).last().unwrap().1.clone();
+    let shown: Value = serde_json::from_str(result.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    assert_eq!(shown["result"]["stopReason"], "toolUse", "{shown}");
+    let content = &shown["result"]["content"];
+    assert_eq!(content[0]["type"], "tool_use", "{shown}");
+    assert_eq!(
+        (content[0]["name"].clone(), content[0]["input"].clone()),
+        (json!("get_weather"), json!({ "city": "Paris" }))
+    );
+    assert!(env.wire().iter().all(|m| m["params"]["name"] != "get_weather"), "nod called no tool of that name");
 }
