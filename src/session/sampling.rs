@@ -18,7 +18,7 @@
 //! back to the server as `tool_use` content, and the server's next request answers them with
 //! `tool_result`s (checked: every use answered, results alone in their message). Bounded: the request's size,
 //! its images, the tokens, two requests in flight per server and twenty per server in one
-//! process (a server that samples in a loop is refused with a clear message after that).
+//! turn (a server that samples in a loop is refused with a clear message after that).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +43,7 @@ const MAX_TOOLS: usize = 128;
 /// The image types OpenAI-compatible endpoints take.
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_IN_FLIGHT: usize = 2;
-/// Sampling requests of one server in one process.
+/// Sampling requests of one server in one turn (in one process for `nod ask` and `nod mcp`).
 pub const MAX_PER_SERVER: usize = 20;
 /// The error code MCP gives a declined sampling request.
 const DECLINED: i64 = -1;
@@ -241,7 +241,7 @@ impl Sampler {
         let (in_flight, total) = counts.entry(server.to_string()).or_default();
         if *total >= MAX_PER_SERVER {
             return Err(format!(
-                "declined: server {server} asked for {MAX_PER_SERVER} samplings already; nod answers no more in this process"
+                "declined: server {server} asked for {MAX_PER_SERVER} samplings in this turn already; nod answers no more of its requests until the next turn"
             ));
         }
         if *in_flight >= MAX_IN_FLIGHT {
@@ -250,6 +250,14 @@ impl Sampler {
         *in_flight += 1;
         *total += 1;
         Ok(())
+    }
+
+    /// A new turn of the surface's conversation: every server may sample `MAX_PER_SERVER`
+    /// times again (requests in flight still count as in flight).
+    pub fn begin_turn(&self) {
+        for (_, total) in self.counts().values_mut() {
+            *total = 0;
+        }
     }
 
     fn release(&self, server: &str) {
@@ -648,6 +656,26 @@ mod tests {
         assert!(request_of(&json!({ "messages": [], "maxTokens": 5 })).is_err());
         let (rules, issues) = rules(&[json!({ "docs": "allow", "fs": "deny", "x": "maybe" })]);
         assert_eq!((rules.get("docs"), rules.get("fs"), issues.len()), (Some(&Rule::Allow), Some(&Rule::Deny), 1));
+    }
+
+    #[test]
+    fn a_server_samples_twenty_times_a_turn_and_again_in_the_next() {
+        let env = |name: &str| (name == "NOD_BASE_URL").then(|| "http://127.0.0.1:9/v1".to_string());
+        let config = crate::provider::config::resolve(Some("m"), &Default::default(), &env).unwrap();
+        let model = Arc::new(crate::provider::Provider::new(config));
+        let sampler = Sampler::new(model, HashMap::new(), Box::new(|| true), None);
+        for _ in 0..MAX_PER_SERVER {
+            sampler.admit("fx").unwrap();
+            sampler.release("fx");
+        }
+        assert!(sampler.admit("fx").unwrap_err().contains("20 samplings in this turn already"));
+        sampler.admit("other").unwrap();
+        sampler.begin_turn();
+        sampler.admit("fx").unwrap();
+        // In flight stays in flight across turns.
+        sampler.admit("fx").unwrap();
+        sampler.begin_turn();
+        assert!(sampler.admit("fx").unwrap_err().contains("in flight already"));
     }
 
     #[test]

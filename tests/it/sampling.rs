@@ -109,7 +109,7 @@ fn full_access_allows_sampling_and_a_looping_sampler_is_stopped() {
     out.code(0);
     assert_eq!(out.json()["sampling"]["requests"], 20, "{}", out.json());
     let last = tool_messages(model.requests().last().unwrap()).last().unwrap().1.clone();
-    assert!(last.contains("asked for 20 samplings already"), "the 21st is refused: {last}");
+    assert!(last.contains("asked for 20 samplings in this turn already"), "the 21st is refused: {last}");
 }
 
 /// An ACP session whose one server is the sampling fixture, its tools allowed.
@@ -241,4 +241,48 @@ fn a_servers_tools_in_a_sampling_request_reach_the_model_as_its_own_and_come_bac
         (json!("get_weather"), json!({ "city": "Paris" }))
     );
     assert!(env.wire().iter().all(|m| m["params"]["name"] != "get_weather"), "nod called no tool of that name");
+}
+
+#[test]
+fn nod_ask_with_prompt_permissions_puts_sampling_to_the_person() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" } }));
+    let model = Model::start(script("Four."));
+    let mut terminal = ask(&env, &model, &["--prompt-permissions", "sample", "it"]).spawn_on_terminal();
+    terminal.wait_for("sampling  (server fx)").wait_for("what is 2+2?").wait_for("[y] once").type_line("y");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    assert_eq!(model.requests()[2]["messages"][1]["content"], "what is 2+2?", "sampled once approved");
+    // Refused: the server is told so, and nothing is sampled.
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    let mut terminal = ask(&env, &model, &["--prompt-permissions", "sample", "it"]).spawn_on_terminal();
+    terminal.wait_for("sampling  (server fx)").wait_for("[y] once").type_line("n");
+    let (code, shown) = terminal.wait();
+    assert_eq!(code, Some(0), "{shown}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "nothing was sampled");
+    assert!(tool_messages(&requests[2]).last().unwrap().1.contains("declined by the user"));
+}
+
+#[test]
+fn an_acp_client_that_rejects_sampling_leaves_the_server_declined() {
+    let env = Env::new();
+    let model = Model::start(vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
+        Step::Text("Done.".into()),
+    ]);
+    let (mut client, session) = acp_session(&env, &model);
+    let (_, asked) = acp_sample(&mut client, &session, "reject_once");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "nothing was sampled");
+    assert!(tool_messages(&requests[2]).last().unwrap().1.contains("declined by the user"));
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
 }

@@ -114,6 +114,8 @@ struct AcpSession {
     /// Where the conversation is saved, when it is: the file is made at the first prompt
     /// (titled by it), so a session never prompted leaves nothing behind.
     saving: Option<Saving>,
+    /// What answers the servers' sampling requests (with a model): its limits are per turn.
+    sampler: Option<Arc<crate::session::sampling::Sampler>>,
 }
 
 struct Saving {
@@ -366,7 +368,7 @@ impl AgentSide {
         let roots = crate::session::roots::Roots::new(Some(&cwd), &added, std::iter::empty());
         roots.set_project(&setup.loaded);
         let handler = Arc::new(crate::session::roots::WithRoots::new(relaying, Arc::new(roots)));
-        let handler = super::setup::Setup::with_sampling(handler, sampler.as_ref());
+        let handler = super::setup::Setup::with_sampling(handler, sampler.clone().as_ref());
         // No OAuth flow from here: stored tokens are used, and a server that needs more
         // says so.
         let access = Access {
@@ -404,6 +406,7 @@ impl AgentSide {
             calls: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             saving,
+            sampler,
         };
         Ok((Arc::new(session), mode))
     }
@@ -447,6 +450,9 @@ impl AgentSide {
         let side = self.clone();
         let spawned = std::thread::Builder::new().name("nod-acp-turn".into()).spawn(move || {
             let mut surface = AcpSurface::new(side.clone(), session.clone(), trigger.clone());
+            if let Some(sampler) = &session.sampler {
+                sampler.begin_turn();
+            }
             let report = {
                 let mut agent = lock(&session.agent);
                 session.start_saving(&mut agent, &text, &side.ctx.redactor);

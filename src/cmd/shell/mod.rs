@@ -329,6 +329,9 @@ impl<'a> Shell<'a> {
             last: '\n',
             progress_shown: None,
         };
+        if let Some(sampler) = &self.sampler {
+            sampler.begin_turn();
+        }
         let report = self.agent.turn(&prompt, &mut surface, &trigger);
         if surface.last != '\n' {
             surface.out("\n");
