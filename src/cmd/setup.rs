@@ -167,14 +167,8 @@ impl Setup {
         asks: Option<crossbeam_channel::Sender<crate::session::elicit::Asked>>,
     ) -> Option<Arc<crate::session::sampling::Sampler>> {
         let config = self.provider.as_ref().ok()?;
-        let (rules, issues) = crate::session::sampling::rules(&self.settings.sampling);
-        for issue in issues {
-            log::warn!("{issue}");
-        }
-        let policy = self.policy.clone();
-        let full_access = Box::new(move || policy.mode() == crate::agent::permissions::Mode::FullAccess);
         let model = Arc::new(Provider::new(config.clone())) as Arc<dyn crate::provider::Model>;
-        Some(Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access, asks)))
+        Some(sampler(model, &self.settings, &self.policy, asks))
     }
 
     /// `handler` with sampling answered by `sampler`, when there is one.
@@ -299,4 +293,21 @@ mod tests {
         assert_eq!(Defaults::of(&Surface::Shell).max_steps, usize::MAX);
         assert_eq!(Defaults::of(&Surface::Ask { model: None, max_steps: None, system: None }).max_steps, 50);
     }
+}
+
+/// The sampler of a surface whose model is `model`: the sampling rules of `settings`, full
+/// access as `policy` says at each request, questions to `asks`.
+pub fn sampler(
+    model: Arc<dyn crate::provider::Model>,
+    settings: &crate::config::agent::AgentSettings,
+    policy: &Arc<Policy>,
+    asks: Option<crossbeam_channel::Sender<crate::session::elicit::Asked>>,
+) -> Arc<crate::session::sampling::Sampler> {
+    let (rules, issues) = crate::session::sampling::rules(&settings.sampling);
+    for issue in issues {
+        log::warn!("{issue}");
+    }
+    let policy = policy.clone();
+    let full_access = Box::new(move || policy.mode() == crate::agent::permissions::Mode::FullAccess);
+    Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access, asks))
 }

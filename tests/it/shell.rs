@@ -662,3 +662,32 @@ fn sampling_follows_the_shells_model_and_a_for_the_session_stops_the_questions()
     assert!(result.contains(r#""model":"other-model""#), "{result}");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_model_chosen_in_a_shell_without_one_lets_servers_sample_after_a_reload() {
+    let env = Env::new();
+    env.fixture(&["--sample"], json!({}));
+    settings(&env, json!({ "permission": { "mcp_fx_*": "allow" }, "sampling": { "fx": "allow" } }));
+    let model = Model::start(script_sampling("Four."));
+    let mut term = env.nod(Vec::<String>::new()).env("NOD_BASE_URL", model.url()).timeout(60).spawn_on_terminal();
+    term.next("✓ fx ready").next("nod> ");
+    term.type_line("/model fake-model").next("model: fake-model").next("from the next /mcp reload").next("nod> ");
+    term.type_line("/mcp reload").next("MCP reloaded: 1 server (1 ready)").next("nod> ");
+    term.type_line("sample it").next("It said four.").next("nod> ");
+    exit(term);
+    let initializes: Vec<Value> = env.wire().into_iter().filter(|m| m["method"] == "initialize").collect();
+    assert_eq!(initializes.len(), 2, "{initializes:?}");
+    assert!(initializes[0]["params"]["capabilities"].get("sampling").is_none(), "no model, no sampling");
+    assert_eq!(initializes[1]["params"]["capabilities"]["sampling"], json!({ "tools": {} }));
+    assert_eq!(model.requests()[2]["messages"][1]["content"], "what is 2+2?");
+    env.assert_no_leftovers();
+}
+
+fn script_sampling(answer: &str) -> Vec<Step> {
+    vec![
+        Step::Calls(String::new(), vec![call("mcp_select_tool", json!({ "name": "mcp_fx_sample" }))]),
+        Step::Calls(String::new(), vec![call("mcp_fx_sample", json!({ "prompt": "what is 2+2?" }))]),
+        Step::Text(answer.into()),
+        Step::Text("It said four.".into()),
+    ]
+}

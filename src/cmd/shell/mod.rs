@@ -406,13 +406,27 @@ impl<'a> Shell<'a> {
             Ok(config) => {
                 self.ctx.redactor.add(config.api_key.clone());
                 let provider = Arc::new(Provider::new(config));
-                if let Some(sampler) = &self.sampler {
-                    // The servers' sampling requests are answered by the model chosen here.
-                    sampler.set_model(provider.clone());
-                }
+                // The servers' sampling requests are answered by the model chosen here.
+                let declared = match &self.sampler {
+                    Some(sampler) => {
+                        sampler.set_model(provider.clone());
+                        true
+                    }
+                    None => {
+                        let asks = Some(self.asked.clone());
+                        self.sampler =
+                            Some(super::setup::sampler(provider.clone(), &self.settings, &self.agent.policy, asks));
+                        false
+                    }
+                };
                 self.agent.set_provider(provider);
                 self.no_model = None;
                 println!("model: {}", terminal_safe(id));
+                if !declared {
+                    // Servers declared what nod offered when they connected: without a model,
+                    // no sampling.
+                    println!("(servers may sample from the next /mcp reload)");
+                }
             }
             Err(err) => eprintln!("✗ {err}"),
         }
