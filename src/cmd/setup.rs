@@ -273,6 +273,23 @@ pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// The sampler of a surface whose model is `model`: the sampling rules of `settings`, full
+/// access as `policy` says at each request, questions to `asks`.
+pub fn sampler(
+    model: Arc<dyn crate::provider::Model>,
+    settings: &crate::config::agent::AgentSettings,
+    policy: &Arc<Policy>,
+    asks: Option<crossbeam_channel::Sender<crate::session::elicit::Asked>>,
+) -> Arc<crate::session::sampling::Sampler> {
+    let (rules, issues) = crate::session::sampling::rules(&settings.sampling);
+    for issue in issues {
+        log::warn!("{issue}");
+    }
+    let policy = policy.clone();
+    let full_access = Box::new(move || policy.mode() == crate::agent::permissions::Mode::FullAccess);
+    Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access, asks))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,21 +310,4 @@ mod tests {
         assert_eq!(Defaults::of(&Surface::Shell).max_steps, usize::MAX);
         assert_eq!(Defaults::of(&Surface::Ask { model: None, max_steps: None, system: None }).max_steps, 50);
     }
-}
-
-/// The sampler of a surface whose model is `model`: the sampling rules of `settings`, full
-/// access as `policy` says at each request, questions to `asks`.
-pub fn sampler(
-    model: Arc<dyn crate::provider::Model>,
-    settings: &crate::config::agent::AgentSettings,
-    policy: &Arc<Policy>,
-    asks: Option<crossbeam_channel::Sender<crate::session::elicit::Asked>>,
-) -> Arc<crate::session::sampling::Sampler> {
-    let (rules, issues) = crate::session::sampling::rules(&settings.sampling);
-    for issue in issues {
-        log::warn!("{issue}");
-    }
-    let policy = policy.clone();
-    let full_access = Box::new(move || policy.mode() == crate::agent::permissions::Mode::FullAccess);
-    Arc::new(crate::session::sampling::Sampler::new(model, rules, full_access, asks))
 }
