@@ -17,6 +17,9 @@ const MAX_MALFORMED_STEPS: usize = 3;
 const MAX_ATTEMPTS: usize = 4;
 /// Waits between attempts when the endpoint names none.
 const PACING: [Duration; 3] = [Duration::from_millis(250), Duration::from_secs(1), Duration::from_secs(2)];
+/// The longest wait an endpoint's Retry-After gets: one that asks for more fails the turn
+/// at once, saying so, rather than holding it for as long as the endpoint likes.
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 const CONTINUE: &str = "The previous response was interrupted. Restart that response from the beginning using the completed tool results above. Do not repeat completed tool actions.";
 const NO_MODEL: &str =
     "no model configured: set NOD_MODEL or \"model\" in settings.json, or choose one with /model <id>";
@@ -149,6 +152,14 @@ impl Agent {
                 Err(ProviderError::Cancelled) => return Err(End::Interrupted),
                 Err(err) if err.retryable() && attempt + 1 < MAX_ATTEMPTS => {
                     let wait = err.retry_after().unwrap_or(PACING[attempt.min(PACING.len() - 1)]);
+                    if wait > MAX_RETRY_WAIT {
+                        return Err(End::Failed(format!(
+                            "{}; it asks to be retried after {} s, longer than nod waits ({} s): try again later",
+                            self.model_error(&err),
+                            wait.as_secs(),
+                            MAX_RETRY_WAIT.as_secs()
+                        )));
+                    }
                     surface.notice(Level::Warning, &format!("{err}. Retrying."));
                     if !streamed.is_empty() {
                         extra.push(Message::Assistant { text: streamed, calls: Vec::new() });

@@ -522,7 +522,9 @@ fn retry_after(value: &str) -> Option<Duration> {
         _ if !value.is_empty() => Duration::from_secs(1),
         _ => return None,
     };
-    Some(wait.min(Duration::from_secs(30)))
+    // What the endpoint asked, bounded only so that it stays a sane number: the agent
+    // decides what it waits for (agent::turn's MAX_RETRY_WAIT).
+    Some(wait.min(Duration::from_secs(24 * 3600)))
 }
 
 #[cfg(test)]
@@ -573,7 +575,8 @@ mod tests {
     #[test]
     fn retry_after_is_read_and_capped() {
         assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
-        assert_eq!(retry_after("120"), Some(Duration::from_secs(30)));
+        assert_eq!(retry_after("120"), Some(Duration::from_secs(120)));
+        assert_eq!(retry_after("1e12"), Some(Duration::from_secs(24 * 3600)));
         assert_eq!(retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::from_secs(1)));
         assert_eq!(retry_after(""), None);
     }

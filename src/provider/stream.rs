@@ -112,7 +112,7 @@ pub const MAX_CALLS: usize = 4096;
 #[derive(Default)]
 struct Accumulator {
     text: String,
-    /// Calls by `index`, in order of first appearance.
+    /// Calls by `index`, in order of first appearance (sorted by index when the answer ends).
     calls: Vec<(u64, ToolCall)>,
     /// `index` → position in `calls`: assembly stays linear however many calls interleave.
     slots: std::collections::HashMap<u64, usize>,
@@ -179,7 +179,9 @@ impl Accumulator {
         Ok(())
     }
 
-    fn finish(self) -> Result<Completion, ProviderError> {
+    fn finish(mut self) -> Result<Completion, ProviderError> {
+        // The model's order is its indexes', whatever order the fragments came in.
+        self.calls.sort_by_key(|(index, _)| *index);
         let calls: Vec<ToolCall> = self
             .calls
             .into_iter()

@@ -31,6 +31,8 @@ mod guidance;
 mod http_faults;
 /// Restarts, docker ownership, fault isolation, connect/shutdown cycles.
 mod lifecycle;
+/// A model endpoint that fails in every way.
+mod model_faults;
 /// MCP 2026-07-28: discovery, the stateless wire, input requests, HTTP without sessions.
 mod modern;
 /// OAuth: discovery, PKCE, refresh, step-up, logout and token secrecy against an in-process world.

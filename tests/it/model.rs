@@ -28,6 +28,10 @@ pub enum Step {
     Cut(String),
     /// A stream that sends its first chunk, then holds the connection open.
     Hang(String),
+    /// An event stream of exactly this text (status 200), ending the connection after.
+    Sse(String),
+    /// A response of this status, content type and body, as they are.
+    Body(u16, &'static str, String),
     /// Waits until the gate is opened (at most 20 s), then answers with the step.
     Gate(Gate, Box<Step>),
     /// Waits until a request whose first user message contains the key has arrived (at most
@@ -226,5 +230,7 @@ fn reply(_req: &Request, step: Step, seen: &(Mutex<Vec<String>>, Condvar)) -> Re
             Reply::sse(&parts)
         }
         Step::Hang(text) => Reply::sse(&text_chunks(&text)).hold().then(Duration::from_secs(600), ""),
+        Step::Sse(text) => Reply::sse(&[text]),
+        Step::Body(status, content_type, body) => Reply::status(status).body(content_type, body),
     }
 }
