@@ -62,6 +62,38 @@ pub mod fuzz {
         Ok(events)
     }
 
+    /// The model provider's stream assembly (chunks, text deltas, tool-call fragments by
+    /// index): the same answer whether the stream arrives whole or a few bytes at a time,
+    /// the text streamed is the text of the answer, and the bounds hold.
+    pub fn stream(data: &[u8]) {
+        use crate::provider::stream::{MAX_ANSWER_BYTES, MAX_CALLS, events};
+        /// Hands out at most `step` bytes a read.
+        struct Trickle<'a>(&'a [u8], usize);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(self.1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let step = data.first().map_or(1, |&b| usize::from(b % 16) + 1);
+        let mut streamed = String::new();
+        let whole = events(&mut Trickle(data, usize::MAX), &mut |t| streamed.push_str(t));
+        let mut trickled = String::new();
+        let split = events(&mut Trickle(data, step), &mut |t| trickled.push_str(t));
+        match (&whole, &split) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!((&a.text, &a.calls, &a.finish), (&b.text, &b.calls, &b.finish), "{step}-byte reads");
+                assert_eq!(streamed, a.text, "the text streamed is the answer's");
+                assert!(a.text.len() <= MAX_ANSWER_BYTES && a.calls.len() <= MAX_CALLS);
+                assert!(a.calls.iter().all(|c| !c.id.is_empty()), "every call has an id");
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{step}-byte reads"),
+            _ => panic!("whole {whole:?}, in {step}-byte reads {split:?}"),
+        }
+    }
+
     /// URL handling for consent and OAuth: no panic, and a host is never taken from after a
     /// backslash.
     pub fn url(text: &str) {
@@ -118,6 +150,37 @@ pub mod fuzz {
             let _ = crate::config::agent::load(&path, workspace);
             let _ = crate::config::settings::choices(&path, workspace);
             let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod fuzz_seeds {
+    /// Every fuzz entry point takes the seeds of its target (real traffic and files) without
+    /// a failed check: the seeds stay valid, and the checks hold on what nod really reads.
+    #[test]
+    fn every_fuzz_entry_point_takes_its_seeds() {
+        let text = |f: fn(&str)| move |data: &[u8]| f(&String::from_utf8_lossy(data));
+        type Entry = Box<dyn Fn(&[u8])>;
+        let targets: [(&str, Entry); 8] = [
+            ("sse", Box::new(super::fuzz::sse)),
+            ("url", Box::new(text(super::fuzz::url))),
+            ("expand", Box::new(text(super::fuzz::expand))),
+            ("skill", Box::new(text(super::fuzz::skill))),
+            ("session", Box::new(super::fuzz::session)),
+            ("acp", Box::new(super::fuzz::acp)),
+            ("settings", Box::new(super::fuzz::settings)),
+            ("stream", Box::new(super::fuzz::stream)),
+        ];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/seeds");
+        for (target, run) in targets {
+            let dir = root.join(target);
+            let seeds: Vec<_> = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).collect();
+            assert!(!seeds.is_empty(), "{target} has seeds");
+            for seed in seeds {
+                let path = seed.unwrap().path();
+                run(&std::fs::read(&path).unwrap());
+            }
         }
     }
 }

@@ -29,8 +29,9 @@ use serde_json::{Value, json};
 
 use crate::measure::{Bench, MODES, Mode};
 
-/// What the fake endpoint answers to a request that carries `k` tool results.
-type Script = dyn Fn(usize) -> Answer + Send + Sync;
+/// What the fake endpoint answers to a request that carries `k` tool results (the request
+/// itself beside, for a script that looks at its last message).
+pub type Script = dyn Fn(usize, &Value) -> Answer + Send + Sync;
 
 pub enum Answer {
     Call(&'static str, String),
@@ -43,13 +44,13 @@ pub enum Answer {
 /// Per answered request: when its body had arrived, when the answer's last byte went out.
 type Times = Mutex<Vec<(Instant, Instant)>>;
 
-struct Endpoint {
+pub struct Endpoint {
     port: u16,
     times: Arc<(Times, std::sync::Condvar)>,
 }
 
 impl Endpoint {
-    fn start(script: Arc<Script>, pin: bool) -> Endpoint {
+    pub fn start(script: Arc<Script>, pin: bool) -> Endpoint {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the fake endpoint");
         let port = listener.local_addr().expect("its address").port();
         let times = Arc::new((Mutex::new(Vec::new()), std::sync::Condvar::new()));
@@ -69,7 +70,7 @@ impl Endpoint {
         Endpoint { port, times }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
@@ -77,6 +78,11 @@ impl Endpoint {
     /// the last answer and exit before this endpoint's thread has recorded that answer's
     /// times: waiting for the count, not for nod, is what makes the count exact. (Taking them
     /// at once after nod exited lost the last one now and then: "201 != 202".)
+    /// How many requests have been answered.
+    pub fn answered(&self) -> usize {
+        self.times.0.lock().expect("times").len()
+    }
+
     fn take_times(&self, expected: usize) -> Vec<(Instant, Instant)> {
         let (times, changed) = &*self.times;
         let guard = times.lock().expect("times");
@@ -117,7 +123,7 @@ fn serve(stream: TcpStream, script: &Script) -> Option<(Instant, Instant)> {
         format!("data: {chunk}\n\n")
     };
     let mut out = String::from("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
-    match script(results) {
+    match script(results, &request) {
         Answer::Call(name, arguments) => {
             let call = json!([{ "index": 0, "id": format!("call_{results}"), "type": "function",
                 "function": { "name": name, "arguments": arguments } }]);
@@ -219,7 +225,7 @@ fn sessions(bench: &Bench, quick: bool) {
         median(per_message)
     );
 
-    let script: Arc<Script> = Arc::new(|_| Answer::Text("done"));
+    let script: Arc<Script> = Arc::new(|_, _| Answer::Text("done"));
     let runs = if quick { 2 } else { 10 };
     for mode in MODES {
         let endpoint = Endpoint::start(script.clone(), mode == Mode::Pinned);
@@ -362,7 +368,7 @@ fn steps(bench: &Bench, quick: bool) {
     let n = std::env::var("NOD_BENCH_STEPS").ok().and_then(|n| n.parse().ok()).unwrap_or(if quick { 20 } else { 200 });
     bench.write_profile(&[("fast", &[])]);
     bench.write_settings(&json!({ "permission": { "mcp_fast_*": "allow" } }));
-    let script: Arc<Script> = Arc::new(move |k| match k {
+    let script: Arc<Script> = Arc::new(move |k, _| match k {
         0 => Answer::Call("mcp_select_tool", json!({ "name": "mcp_fast_echo" }).to_string()),
         k if k <= n => Answer::Call("mcp_fast_echo", json!({ "message": format!("m{k}") }).to_string()),
         _ => Answer::Text("done"),
@@ -397,7 +403,7 @@ fn rss(bench: &Bench, quick: bool) {
         (0..20).map(|i| (format!("s{i:02}"), vec!["--tools", "50", "--rich"])).collect();
     bench.write_profile(&servers.iter().map(|(n, f)| (n.as_str(), &f[..])).collect::<Vec<_>>());
     bench.write_settings(&json!({ "permission": { "mcp_*": "allow" } }));
-    let script: Arc<Script> = Arc::new(|k| match k {
+    let script: Arc<Script> = Arc::new(|k, _| match k {
         0 => Answer::Call("capability_search", json!({ "query": "search issues" }).to_string()),
         1 => Answer::Call("mcp_s00_echo", json!({ "message": "hello" }).to_string()),
         _ => Answer::Text("done"),

@@ -20,6 +20,7 @@ mod agent;
 mod measure;
 mod raw;
 mod server;
+mod soak;
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +50,9 @@ fn main() {
     let bench = Bench::new(rmcp_client());
     if args.iter().any(|a| a == "agent") {
         return agent::run(&bench, quick);
+    }
+    if args.iter().any(|a| a == "soak") {
+        return soak::run(&bench, quick);
     }
     let mut rows = Vec::new();
 

@@ -160,7 +160,7 @@ impl Bench {
         std::fs::write(self.home.path().join("mcp.json"), profile.to_string()).expect("write the profile");
     }
 
-    fn server_argv(&self, flags: &[&str]) -> Vec<String> {
+    pub fn server_argv(&self, flags: &[&str]) -> Vec<String> {
         let mut argv = vec![self.exe.clone(), "--server".to_string()];
         argv.extend(flags.iter().map(|flag| flag.to_string()));
         argv

@@ -54,6 +54,12 @@ pub fn run(args: &[String]) {
                 continue;
             }
             "tools/call" => call(params),
+            "resources/list" => {
+                Ok(json!({ "resources": [{ "uri": "bench://note", "name": "note", "mimeType": "text/plain" }] }))
+            }
+            "resources/read" if params["uri"] == "bench://note" => Ok(
+                json!({ "contents": [{ "uri": "bench://note", "mimeType": "text/plain", "text": "a note for the soak" }] }),
+            ),
             _ => Err((-32601, "method not found")),
         };
         let reply = match answer {
@@ -74,7 +80,7 @@ fn initialize(params: &Value) -> Value {
     let version = VERSIONS.iter().find(|known| **known == asked).unwrap_or(&VERSIONS[0]);
     json!({
         "protocolVersion": version,
-        "capabilities": { "tools": {} },
+        "capabilities": { "tools": {}, "resources": {} },
         "serverInfo": { "name": "nod-bench-echo", "version": "0" },
     })
 }

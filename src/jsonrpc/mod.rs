@@ -224,8 +224,80 @@ fn line(value: Value) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A small deterministic generator for the property tests (xorshift64).
+    pub(crate) struct Gen(pub u64);
+
+    impl Gen {
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        pub fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        /// Text that JSON must escape, several scripts, and characters that end lines.
+        pub fn text(&mut self, max: usize) -> String {
+            const PALETTE: [char; 16] =
+                ['a', 'Z', '0', ' ', '"', '\\', '\n', '\r', '\t', '\u{0}', '\u{1b}', 'é', '😀', '\u{2028}', '/', '{'];
+            (0..self.below(max + 1)).map(|_| PALETTE[self.below(PALETTE.len())]).collect()
+        }
+
+        pub fn value(&mut self, depth: usize) -> Value {
+            match self.below(if depth == 0 { 5 } else { 7 }) {
+                0 => Value::Null,
+                1 => Value::Bool(self.next().is_multiple_of(2)),
+                2 => json!(self.next() as i64 >> 12),
+                3 => json!((self.next() % 1000) as f64 / 8.0),
+                4 => Value::String(self.text(12)),
+                5 => Value::Array((0..self.below(4)).map(|_| self.value(depth - 1)).collect()),
+                _ => self.object(depth - 1),
+            }
+        }
+
+        pub fn object(&mut self, depth: usize) -> Value {
+            Value::Object((0..self.below(4)).map(|_| (self.text(6), self.value(depth))).collect())
+        }
+    }
+
+    /// Frames cut anywhere by the reader come out whole.
+    fn framed(bytes: &[u8], g: &mut Gen) -> Vec<Vec<u8>> {
+        let mut reader = frame::FrameReader::default();
+        let mut frames = Vec::new();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(1 + g.below(rest.len()));
+            reader.push(now, |f| frames.push(f.to_vec())).unwrap();
+            rest = later;
+        }
+        reader.finish(|f| frames.push(f.to_vec())).unwrap();
+        frames
+    }
+
+    #[test]
+    fn what_nod_encodes_decodes_to_the_same_message_however_the_bytes_are_cut() {
+        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        for round in 0..500u64 {
+            let (method, params, result) = (g.text(10), g.object(3), g.value(3));
+            let id = json!(format!("s-{round}"));
+            let mut bytes = encode_request(round, &method, Some(&params.to_string()));
+            bytes.extend(encode_notification(&method, Some(&params)));
+            bytes.extend(encode_response(&id, &Ok(result.clone())));
+            let frames = framed(&bytes, &mut g);
+            assert_eq!(frames.len(), 3, "three frames in round {round}");
+            let mut decoded = frames.iter().map(|f| decode(f, false).unwrap().remove(0));
+            let request = Message::Request { id: json!(round), method: method.clone(), params: params.clone() };
+            assert_eq!(decoded.next(), Some(request), "round {round}");
+            assert_eq!(decoded.next(), Some(Message::Notification { method, params }), "round {round}");
+            assert_eq!(decoded.next(), Some(Message::Response { id: Some(id), result: Ok(result) }), "round {round}");
+        }
+    }
 
     fn one(text: &str) -> Message {
         decode(text.as_bytes(), false).unwrap().remove(0)

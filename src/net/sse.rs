@@ -128,6 +128,59 @@ impl Parser {
 mod tests {
     use super::*;
 
+    /// Events written as a server may write them (any of the three line ends, fields in
+    /// any order, comments between) are read back the same however the bytes are cut.
+    #[test]
+    fn events_round_trip_through_any_cut() {
+        let mut g = crate::jsonrpc::tests::Gen(0x2545_f491_4f6c_dd1d);
+        let line_text = |g: &mut crate::jsonrpc::tests::Gen| -> String {
+            // A field's value: no line end; one leading space would be eaten, so none.
+            let t: String = g.text(12).chars().filter(|c| !matches!(c, '\n' | '\r' | '\u{0}')).collect();
+            format!("x{t}")
+        };
+        for round in 0..300 {
+            let ends = ["\n", "\r\n", "\r"];
+            let mut stream = String::new();
+            let mut expected = Vec::new();
+            let mut last_id = None;
+            for _ in 0..1 + g.below(5) {
+                let end = ends[g.below(3)];
+                let name = if g.below(2) == 0 { Some(format!("e{}", g.below(9))) } else { None };
+                let lines: Vec<String> = (0..1 + g.below(3)).map(|_| line_text(&mut g)).collect();
+                let id = if g.below(2) == 0 { Some(line_text(&mut g)) } else { None };
+                if g.below(3) == 0 {
+                    stream.push_str(&format!(": a comment{end}"));
+                }
+                if let Some(name) = &name {
+                    stream.push_str(&format!("event: {name}{end}"));
+                }
+                for line in &lines {
+                    stream.push_str(&format!("data: {line}{end}"));
+                }
+                if let Some(id) = &id {
+                    stream.push_str(&format!("id: {id}{end}"));
+                    last_id = Some(id.clone());
+                }
+                stream.push_str(end);
+                expected.push(Event {
+                    event: name.unwrap_or_else(|| "message".into()),
+                    data: lines.join("\n"),
+                    id: last_id.clone(),
+                });
+            }
+            let bytes = stream.as_bytes();
+            let mut parser = Parser::default();
+            let mut events = Vec::new();
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                let (now, later) = rest.split_at(1 + g.below(rest.len()));
+                parser.push(now, |e| events.push(e)).unwrap();
+                rest = later;
+            }
+            assert_eq!(events, expected, "round {round}: {stream:?}");
+        }
+    }
+
     fn parse(chunks: &[&[u8]]) -> (Vec<Event>, Parser) {
         let mut parser = Parser::default();
         let mut events = Vec::new();

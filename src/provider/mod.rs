@@ -8,7 +8,7 @@
 //! classifies failures (`ProviderError`) and reads `Retry-After`.
 
 pub mod config;
-mod stream;
+pub(crate) mod stream;
 
 use std::time::Duration;
 

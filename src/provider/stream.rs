@@ -24,7 +24,11 @@ pub(super) fn read(mut resp: Response, on_text: &mut dyn FnMut(&str)) -> Result<
             .map_err(|_| ProviderError::Stream("the answer is neither an event stream nor JSON".into()))?;
         return whole(&value, on_text);
     }
-    let mut reader = resp.into_body().into_reader();
+    events(&mut resp.into_body().into_reader(), on_text)
+}
+
+/// Reads an event stream of chunks to its answer.
+pub(crate) fn events(reader: &mut dyn Read, on_text: &mut dyn FnMut(&str)) -> Result<Completion, ProviderError> {
     let mut parser = sse::Parser::default();
     let mut acc = Accumulator::default();
     let mut buf = vec![0u8; 16 * 1024];
@@ -36,7 +40,9 @@ pub(super) fn read(mut resp: Response, on_text: &mut dyn FnMut(&str)) -> Result<
             Err(err) => return Err(ProviderError::Stream(err.to_string())),
         };
         let mut events = Vec::new();
-        parser.push(&buf[..n], |e| events.push(e)).map_err(|e| ProviderError::Stream(e.to_string()))?;
+        // The events before a broken one count first: what is wrong first is what is said,
+        // however the bytes were cut into reads (found by the stream fuzz target).
+        let pushed = parser.push(&buf[..n], |e| events.push(e));
         for event in events {
             let data = event.data.trim();
             if data == "[DONE]" {
@@ -49,6 +55,7 @@ pub(super) fn read(mut resp: Response, on_text: &mut dyn FnMut(&str)) -> Result<
                 serde_json::from_str(data).map_err(|_| ProviderError::Stream("a chunk that is not JSON".into()))?;
             acc.chunk(&chunk, on_text)?;
         }
+        pushed.map_err(|e| ProviderError::Stream(e.to_string()))?;
     }
     // Some servers end the stream without [DONE]; what arrived with a finish reason counts.
     if acc.finish.is_some() {
