@@ -246,3 +246,62 @@ fn slow_initialize_within_the_startup_timeout_works() {
     echo(&env).code(0).within(10.0).stdout_has("still here");
     env.assert_no_leftovers();
 }
+
+/// Faults while the agent waits (issue 27, part 4), in one `nod ask` run: a server that dies
+/// on a call fails that call naming the server while another server's call in the same step
+/// succeeds; the next step's call starts it again (restart_limit); a server that hangs fails
+/// its call at operation_timeout_ms, naming it and the limit, while the other server answers;
+/// a server that floods notifications still answers.
+#[test]
+fn a_server_that_dies_or_hangs_while_the_agent_waits_fails_its_call_and_the_run_goes_on() {
+    use crate::ask::{ask, call, settings};
+    use crate::model::{Model, Step, tool_messages};
+    let env = Env::new();
+    let entry = env.fixture_entry(&[], json!({ "operation_timeout_ms": 1500 }));
+    let flooding = env.fixture_entry(&["--scenario", "notify-flood"], json!({}));
+    env.profile(json!({ "mcp": { "fx": entry.clone(), "gx": entry, "hx": flooding } }));
+    settings(&env, json!({ "permission": { "mcp_*": "allow" } }));
+    let select = |name: &str| call("mcp_select_tool", json!({ "name": name }));
+    let model = Model::start(vec![
+        Step::Calls(
+            String::new(),
+            vec![select("mcp_fx_crash"), select("mcp_gx_echo"), select("mcp_fx_hang"), select("mcp_hx_echo")],
+        ),
+        // fx dies on its call while gx answers in the same step.
+        Step::Calls(
+            String::new(),
+            vec![call("mcp_fx_crash", json!({})), call("mcp_gx_echo", json!({ "message": "still here" }))],
+        ),
+        // fx is started again for the next call.
+        Step::Calls(String::new(), vec![select("mcp_fx_echo")]),
+        Step::Calls(String::new(), vec![call("mcp_fx_echo", json!({ "message": "back" }))]),
+        // fx hangs past its operation timeout; gx answers meanwhile.
+        Step::Calls(
+            String::new(),
+            vec![call("mcp_fx_hang", json!({})), call("mcp_gx_echo", json!({ "message": "meanwhile" }))],
+        ),
+        // hx floods notifications while it answers.
+        Step::Calls(String::new(), vec![call("mcp_hx_echo", json!({ "message": "through the flood" }))]),
+        Step::Text("Survived.".into()),
+    ]);
+    let out = ask(&env, &model, &["--json", "break", "things"]).run();
+    out.code(0).within(30.0);
+    assert_eq!(out.json()["final_output"], "Survived.");
+    let requests = model.requests();
+    let step =
+        |i: usize, n: usize| tool_messages(&requests[i]).into_iter().rev().take(n).map(|(_, r)| r).collect::<Vec<_>>();
+    let died = step(2, 2);
+    assert!(died.iter().any(|r| r.contains("still here")), "gx answered in the same step: {died:?}");
+    let failed = died.iter().find(|r| !r.contains("still here")).unwrap();
+    assert!(failed.contains("fx") && failed.contains("exit"), "the call failed naming the server: {failed}");
+    assert!(step(4, 1)[0].contains("back"), "fx was started again: {:?}", step(4, 1));
+    let hung = step(5, 2);
+    assert!(hung.iter().any(|r| r.contains("meanwhile")), "{hung:?}");
+    let timed_out = hung.iter().find(|r| !r.contains("meanwhile")).unwrap();
+    assert!(
+        timed_out.contains(r#"server=\"fx\""#) && timed_out.contains("1.5 s (operation_timeout_ms)"),
+        "{timed_out}"
+    );
+    assert!(step(6, 1)[0].contains("through the flood"), "{:?}", step(6, 1));
+    env.assert_no_leftovers();
+}
