@@ -20,6 +20,17 @@ pub struct Env {
     marker: String,
 }
 
+/// Every test that made an `Env` checks, when it ends, that no process of its own is left
+/// (a server, or a grandchild of one): the check is the harness's, not each test's to ask for.
+/// A test that already failed is not checked again (a second panic would hide the first).
+impl Drop for Env {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.assert_no_leftovers();
+        }
+    }
+}
+
 impl Env {
     pub fn new() -> Env {
         let dir = tempfile::Builder::new().prefix("nod-it-").tempdir().expect("create a temp dir");
@@ -137,7 +148,7 @@ impl Env {
         found
     }
 
-    /// Asserts that no process of this test is left. nod reaps its own children before it
+    /// Asserts that no process of this test is left (also done when the `Env` is dropped). nod reaps its own children before it
     /// exits, so those must be gone at once; a grandchild it can only signal gets 2 s to die.
     pub fn assert_no_leftovers(&self) {
         let direct: Vec<_> = self.live_processes().into_iter().filter(|p| p.2).collect();
