@@ -115,6 +115,48 @@ fn nothing_runs_or_is_read_before_approval() {
     env.assert_no_leftovers();
 }
 
+/// The agent's surfaces start no pending project server either: `nod ask` (even with
+/// --full-access) and an ACP session in the workspace run a whole turn, and the server that
+/// would write a marker on start never runs; the model is offered none of its tools.
+#[test]
+fn nod_ask_and_acp_start_no_pending_project_server() {
+    use crate::model::{Model, Step};
+    let env = Env::new();
+    let repo = repo(&env);
+    let marker = env.path("started.marker");
+    write_project(&repo, json!({ "canary": marking_entry(&env, &marker) }));
+    env.profile(json!({ "mcp": {} }));
+    // Each turn searches the tools, which starts every server the turn may use.
+    let search = || Step::Calls(String::new(), vec![crate::ask::call("capability_search", json!({ "query": "echo" }))]);
+    let model = Model::start(vec![
+        search(),
+        Step::Text("Nothing to do.".into()),
+        search(),
+        Step::Text("Nothing here either.".into()),
+    ]);
+    // The entry's variable is set: only its pending state keeps it from starting.
+    let ask = |model: &Model, args: &[&str]| crate::ask::ask(&env, model, args).cwd(&repo).env("NOD_IT_CANARY", "set");
+    ask(&model, &["--full-access", "hello"]).run().code(0).stdout_has("Nothing to do.");
+    assert!(!marker.exists(), "nod ask started a pending project server");
+    let mut client = crate::acp::Client::start_with(&env, &model, &[("NOD_IT_CANARY", "set")]);
+    client.initialize(json!({}));
+    let session = client.new_session(&repo.display().to_string(), json!([]));
+    let id = crate::acp::prompt(&mut client, &session, "hello");
+    let answer = client.answer_of(id, |request| panic!("nothing is asked: {request}"));
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let (code, _) = client.finish();
+    assert_eq!(code, Some(0));
+    assert!(!marker.exists(), "an ACP session started a pending project server");
+    for request in model.requests() {
+        assert!(!request.to_string().contains("mcp_canary_"), "a pending server's tool was offered: {request}");
+    }
+    // Approved, the same run starts it: the marker would have told.
+    env.nod(["mcp", "trust", "approve", "canary"]).cwd(&repo).run().code(0);
+    let model = Model::start(vec![search(), Step::Text("Now it runs.".into())]);
+    ask(&model, &["hello"]).run().code(0);
+    assert!(marker.exists(), "the approved server started");
+}
+
 #[test]
 fn a_changed_entry_is_pending_again_and_says_why() {
     let env = Env::new();
