@@ -730,3 +730,57 @@ fn http_elicitation_on_the_standalone_stream_is_answered_by_post() {
     assert_eq!(answer.header("mcp-session-id"), Some("s1"), "{wire:#?}");
     assert_eq!(answer.header("mcp-protocol-version"), Some(VERSION), "{wire:#?}");
 }
+
+/// Faults of a remote server while the agent waits (issue 27, part 4): over Streamable HTTP, a
+/// call that stalls fails at operation_timeout_ms and one that gets 500s fails naming the
+/// status, each naming the server, while a stdio server answers in the same step; the next
+/// call to the remote server answers.
+#[test]
+fn http_faults_during_an_agent_run_fail_the_call_and_the_run_goes_on() {
+    use crate::ask::{ask, call, settings};
+    use crate::model::{Model, Step, tool_messages};
+    let fx = Fixture::start(|req| match req.rpc() {
+        Some("tools/call") if req.json["params"]["arguments"]["message"] == "stall" => {
+            Reply::result(req, text_result("too late")).trickle(Duration::from_millis(300))
+        }
+        Some("tools/call") if req.json["params"]["arguments"]["message"] == "fail" => {
+            Reply::status(500).body("text/plain", "upstream broke")
+        }
+        _ => standard(req),
+    });
+    let env = Env::new();
+    let web = json!({ "type": "http", "url": fx.url("/mcp"), "operation_timeout_ms": 1500 });
+    env.profile(json!({ "mcp": { NAME: web, "fx": env.fixture_entry(&[], json!({})) } }));
+    settings(&env, json!({ "permission": { "mcp_*": "allow" } }));
+    let web_echo = |message: &str| call("mcp_web_echo", json!({ "message": message }));
+    let local = |message: &str| call("mcp_fx_echo", json!({ "message": message }));
+    let model = Model::start(vec![
+        Step::Calls(
+            String::new(),
+            vec![
+                call("mcp_select_tool", json!({ "name": "mcp_web_echo" })),
+                call("mcp_select_tool", json!({ "name": "mcp_fx_echo" })),
+            ],
+        ),
+        Step::Calls(String::new(), vec![web_echo("stall"), local("local one")]),
+        Step::Calls(String::new(), vec![web_echo("fail"), local("local two")]),
+        Step::Calls(String::new(), vec![web_echo("fine")]),
+        Step::Text("Done.".into()),
+    ]);
+    ask(&env, &model, &["--json", "try", "the", "web"]).run().code(0).within(30.0);
+    let requests = model.requests();
+    let step =
+        |i: usize, n: usize| tool_messages(&requests[i]).into_iter().rev().take(n).map(|(_, r)| r).collect::<Vec<_>>();
+    let stalled = step(2, 2);
+    assert!(stalled.iter().any(|r| r.contains("local one")), "{stalled:?}");
+    let timed_out = stalled.iter().find(|r| !r.contains("local one")).unwrap();
+    assert!(
+        timed_out.contains(r#"server=\"web\""#) && timed_out.contains("1.5 s (operation_timeout_ms)"),
+        "{timed_out}"
+    );
+    let failed = step(3, 2);
+    assert!(failed.iter().any(|r| r.contains("local two")), "{failed:?}");
+    let refused = failed.iter().find(|r| !r.contains("local two")).unwrap();
+    assert!(refused.contains("web") && refused.contains("500"), "{refused}");
+    assert!(step(4, 1)[0].contains("called echo"), "the next call answers: {:?}", step(4, 1));
+}
