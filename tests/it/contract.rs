@@ -77,7 +77,14 @@ impl Probe {
     /// worker's threads joined within the bound.
     fn close(self, worker: WorkerHandle) {
         let started = Instant::now();
-        worker.join();
+        // Joined on a thread of its own, so that a worker that never ends fails the test
+        // instead of hanging it.
+        let (joined, done) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            worker.join();
+            let _ = joined.send(());
+        });
+        done.recv_timeout(Duration::from_secs(5)).expect("the worker's threads joined within 5 s");
         assert!(started.elapsed() < Duration::from_secs(5), "close took {:?}", started.elapsed());
         let reports: Vec<Report> = self.reports.try_iter().collect();
         let closed: Vec<&Report> = reports.iter().filter(|r| matches!(r, Report::Closed { .. })).collect();

@@ -434,11 +434,14 @@ mod lib {
         let mut agent =
             Agent::new(Some(Arc::new(provider)), runtime.clone(), asked, policy, Limits::default(), Options::default());
         let host = agent.host();
-        let turn = std::thread::spawn(move || -> Report { agent.turn("PARENT: go", &mut Quiet, &Trigger::default()) });
+        let (ended, turn) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = ended.send(agent.turn("PARENT: go", &mut Quiet, &Trigger::default()));
+        });
         env.wait_for_wire("tools/call", Duration::from_secs(20));
         event(&env, &runtime, &host);
         gate.open();
-        let report = turn.join().expect("the turn");
+        let report: Report = turn.recv_timeout(Duration::from_secs(60)).expect("the turn ends within 60 s");
         assert_eq!(report.final_output, "Parent done.", "{report:?}");
         let child = requests_of(&model, "LIFE");
         let second = tool_messages(&child[3]).last().expect("the second call's result").1.clone();
