@@ -205,7 +205,10 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         | Mcp::SkillList { .. }
         | Mcp::SkillShow { .. }) => {
             let (server, query) = Query::of(query).expect("every query is a Query")?;
-            query.run(One::plain(&server, ctx)?.session(), ctx)
+            let one = One::plain(&server, ctx)?;
+            let exit = query.run(one.session(), ctx);
+            one.session().leave_listings_to_exit();
+            exit
         }
     }
 }

@@ -36,7 +36,9 @@ pub fn run(call: ToolCall, ctx: &Context) -> anyhow::Result<Exit> {
     let mut term = (answering == Answering::Ask).then(|| Term::stdio(ctx.interrupt.clone()));
     let asks =
         Asks { receiver: &asks_rx, answering: &answering, person: term.as_mut().map(|t| t as &mut dyn Prompter) };
-    call_on(&call, arguments, one.session(), &|| one.live(), asks, ctx)
+    let exit = call_on(&call, arguments, one.session(), &|| one.live(), asks, ctx);
+    one.session().leave_listings_to_exit();
+    exit
 }
 
 /// `/mcp tool call` in the shell, on the server its agent uses (`session`, or `live` after a
