@@ -28,6 +28,15 @@ const WAKER: Token = Token(3);
 const EXIT: Token = Token(4);
 
 const READ_CHUNK: usize = 256 * 1024;
+
+/// How far `read_stdout` reads: in the event loop, until a read comes back short (the pipe
+/// was empty then); once the server has exited, until the pipe says it is empty or ended,
+/// so that a last frame without its newline is still delivered.
+#[derive(Clone, Copy)]
+enum Drain {
+    UntilShort,
+    UntilEmpty,
+}
 /// Bytes read from stdout in one go before the worker turns to its writes: a server that
 /// writes without end must not starve the answers nod owes it.
 const READ_BUDGET: usize = 1024 * 1024;
@@ -186,7 +195,7 @@ impl Worker {
                 }
             }
             if readable {
-                self.read_stdout();
+                self.read_stdout(Drain::UntilShort);
             }
             // After a read that stopped at its budget the waker may have fired unseen.
             if wake || self.more_stdout {
@@ -197,7 +206,7 @@ impl Worker {
             }
             if let Some(status) = exited.then(|| self.child.try_wait()).flatten() {
                 // Whatever the server wrote before it exited is still in the pipe.
-                self.read_stdout();
+                self.read_stdout(Drain::UntilEmpty);
                 self.read_stderr();
                 let cause =
                     TransportError::Exited { status: describe_status(status), stderr: self.tail.summary(STDERR_SHOWN) };
@@ -289,7 +298,7 @@ impl Worker {
         state.queued = 0;
     }
 
-    fn read_stdout(&mut self) {
+    fn read_stdout(&mut self, drain: Drain) {
         let Some(stdout) = self.stdout.as_mut() else {
             return;
         };
@@ -313,6 +322,12 @@ impl Worker {
                     let pushed = self.frames.push(&buf[..n], |frame| deliver(link, not_json, frame));
                     if let Err(err) = pushed {
                         failure = Some(err);
+                        break;
+                    }
+                    // A read shorter than the buffer emptied the pipe; what the server writes
+                    // next raises a new edge, so the read that would say WouldBlock is skipped
+                    // (one system call less per answer).
+                    if n < buf.len() && matches!(drain, Drain::UntilShort) {
                         break;
                     }
                 }

@@ -69,6 +69,64 @@ fn jsonl_runs_calls_in_parallel_and_prints_results_in_input_order() {
     env.assert_no_leftovers();
 }
 
+/// Results are written in blocks, but a producer that sends the next line only after it has
+/// read the last result (a coprocess) still gets each result: nod flushes before it waits
+/// for input.
+#[test]
+fn jsonl_answers_a_producer_that_waits_for_each_result_before_the_next_line() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let mut running = env.nod(["mcp", "tool", "call", SERVER, "echo", "--jsonl"]).stdin_pipe().stdout_pipe().spawn();
+    let mut stdin = running.take_stdin();
+    let results = lines_of(running.take_stdout());
+    for i in 0..5 {
+        writeln!(stdin, "{}", json!({ "message": format!("turn {i}") })).expect("write a line");
+        stdin.flush().expect("flush");
+        let line = results
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no result for line {} while nod waits for the next", i + 1));
+        let result: serde_json::Value = serde_json::from_str(&line).expect("a JSON result line");
+        assert_eq!(result["content"][0]["text"], format!("turn {i}"), "{line}");
+    }
+    drop(stdin);
+    running.wait().code(0);
+    env.assert_no_leftovers();
+}
+
+/// nod's stdout, line by line, as it comes.
+fn lines_of(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
+/// A result held in the block goes out while nod waits for a slow call after it.
+#[test]
+fn jsonl_shows_a_result_while_the_next_call_is_still_running() {
+    let env = Env::new();
+    env.fixture(&[], json!({ "operation_timeout_ms": 30000 }));
+    let mut running = env.nod(["mcp", "tool", "call", SERVER, "slow", "--jsonl"]).stdin_pipe().stdout_pipe().spawn();
+    let mut stdin = running.take_stdin();
+    // Both lines at once: nod has input and no reason to wait for it.
+    write!(stdin, "{}\n{}\n", json!({ "ms": 0 }), json!({ "ms": 4000 })).expect("write the lines");
+    stdin.flush().expect("flush");
+    let results = lines_of(running.take_stdout());
+    let first = results.recv_timeout(Duration::from_secs(2)).expect("the first result while the second call runs");
+    assert!(first.contains("slept 0"), "{first}");
+    let second = results.recv_timeout(Duration::from_secs(15)).expect("the second result");
+    assert!(second.contains("slept 4000"), "{second}");
+    drop(stdin);
+    running.wait().code(0);
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn jsonl_reports_a_line_that_is_not_an_object_by_number_and_exits_1() {
     let env = Env::new();

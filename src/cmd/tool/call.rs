@@ -75,7 +75,7 @@ fn call_on(
     let arguments = arguments.unwrap_or_else(|| json!({}));
     let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
-    match wait(session, pending, &mut asks, &label)? {
+    match wait(session, pending, &mut asks, &label, None)? {
         Outcome::Result(result) => print_result(call, &result, ctx),
         // The server needs the user to visit a URL first (-32042): input required.
         Outcome::Failed(CallError::Rpc(error))

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::wait::{Asks, Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
+use super::wait::{Asks, HeldLines, Outcome, URL_ELICITATION_REQUIRED, report_input_required, url_required, wait};
 use crate::cli::ToolCall;
 use crate::cmd::failure::{self, Kind};
-use crate::cmd::{Context, Exit, print};
+use crate::cmd::{Context, Exit};
 use crate::dispatch::CallError;
 use crate::session::{Call, Session};
 
@@ -36,8 +36,11 @@ pub fn run(
     asks: &mut Asks<'_, '_>,
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
+    // Read in blocks of our own, so that nod knows when the next line needs a read that may
+    // wait (a producer that sends a line only after it has seen the last result).
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
+    let mut text = String::new();
+    let mut held = HeldLines::new();
     let mut slots: VecDeque<Slot> = VecDeque::new();
     let mut failures: Vec<Failed> = Vec::new();
     let mut calls = 0usize;
@@ -60,16 +63,21 @@ pub fn run(
     };
     loop {
         while !eof && slots.len() < call.parallel {
-            match lines.next() {
-                None => eof = true,
-                Some(line) => {
-                    let line = line?;
+            if input.buffer().is_empty() {
+                held.flush()?;
+            }
+            text.clear();
+            match input.read_line(&mut text)? {
+                0 => eof = true,
+                _ => {
+                    let line = text.strip_suffix('\n').unwrap_or(&text);
+                    let line = line.strip_suffix('\r').unwrap_or(line);
                     line_no += 1;
                     if line.trim().is_empty() {
                         continue;
                     }
                     calls += 1;
-                    slots.push_back(match super::args::object(&line, "tool arguments") {
+                    slots.push_back(match super::args::object(line, "tool arguments") {
                         Ok(arguments) => match live() {
                             Ok(session) => {
                                 let pending = session.call_tool(&call.tool, &Value::Object(arguments), None);
@@ -92,7 +100,7 @@ pub fn run(
         let Some(slot) = slots.pop_front() else { break };
         let (value, failed) = match slot {
             Slot::Ready(value, failed) => (value, failed),
-            Slot::Call(pending, session, line) => match wait(&session, pending, asks, &label)? {
+            Slot::Call(pending, session, line) => match wait(&session, pending, asks, &label, Some(&mut held))? {
                 Outcome::Result(result) => {
                     if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
                         // An error a server reports may echo what it was sent.
@@ -111,6 +119,7 @@ pub fn run(
                     if rpc.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &rpc).is_some() =>
                 {
                     stop(&mut slots);
+                    held.flush()?;
                     return report_input_required(
                         &url_required(&call.server, &rpc).expect("checked"),
                         Some(line),
@@ -126,6 +135,7 @@ pub fn run(
                 }
                 Outcome::InputRequired(request) => {
                     stop(&mut slots);
+                    held.flush()?;
                     return report_input_required(&request, Some(line), &plain(ctx));
                 }
             },
@@ -133,8 +143,9 @@ pub fn run(
         if let Some(failed) = failed {
             failures.push(failed);
         }
-        print(&format!("{}\n", serde_json::to_string(&value)?))?;
+        held.line(&value)?;
     }
+    held.flush()?;
     if let Some(first) = failures.first() {
         let same = failures.iter().all(|f| f.message == first.message);
         let counts = format!("{} of {calls} calls failed", failures.len());

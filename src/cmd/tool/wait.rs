@@ -52,10 +52,21 @@ pub enum Outcome {
 /// Waits for a call, showing progress on stderr. A question from the server is answered by
 /// `asks.answering` when it can, else put to `asks.person`; without one, it cancels the call
 /// and ends in input required.
-pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label: &str) -> anyhow::Result<Outcome> {
+///
+/// `held` is output written but not yet flushed (`--jsonl`'s earlier results): it goes out
+/// when it is due, or before a person is asked, so waiting never holds a result back.
+pub fn wait(
+    session: &Session,
+    mut pending: Call,
+    asks: &mut Asks<'_, '_>,
+    label: &str,
+    mut held: Option<&mut HeldLines>,
+) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
+        let due = held.as_deref().and_then(HeldLines::due).map_or_else(crossbeam_channel::never, crossbeam_channel::at);
         select! {
+            recv(due) -> _ => if let Some(held) = held.as_deref_mut() { held.flush()? },
             recv(pending.updates()) -> update => match update {
                 Ok(CallUpdate::Progress(p)) => shown.show(&p),
                 Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, result) {
@@ -69,6 +80,9 @@ pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label
             recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             // A request the server has cancelled already is dropped (CAN-5).
             recv(asks.receiver) -> request => if let Ok(Asked { input, responder, sampling }) = request && !responder.is_cancelled() {
+                if let Some(held) = held.as_deref_mut() {
+                    held.flush()?;
+                }
                 if let Some(asked) = sampling {
                     // A server's sampling request: the person decides, as for elicitation.
                     let answer = asks.person.as_deref_mut().map(|person| {
@@ -102,6 +116,47 @@ pub fn wait(session: &Session, mut pending: Call, asks: &mut Asks<'_, '_>, label
                 return Ok(Outcome::InputRequired(input));
             },
         }
+    }
+}
+
+/// Result lines on stdout, written in blocks: a line goes out at the latest `HOLD` after it
+/// was written, when nod would wait for input (`flush` before a read that may block), or
+/// when the block is full. One write per line would be a system call per call.
+pub struct HeldLines {
+    out: std::io::BufWriter<std::io::Stdout>,
+    /// When the oldest line not yet flushed was written.
+    since: Option<Instant>,
+}
+
+/// How long a result line may wait in the block for the ones after it.
+const HOLD: Duration = Duration::from_millis(20);
+
+impl HeldLines {
+    pub fn new() -> HeldLines {
+        HeldLines { out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()), since: None }
+    }
+
+    pub fn line(&mut self, value: &Value) -> std::io::Result<()> {
+        use std::io::Write;
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        serde_json::to_writer(&mut self.out, value)?;
+        self.out.write_all(b"\n")?;
+        if now.duration_since(since) >= HOLD {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// When the held lines must go out, if any are held.
+    fn due(&self) -> Option<Instant> {
+        self.since.map(|since| since + HOLD)
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        self.since = None;
+        self.out.flush()
     }
 }
 
