@@ -170,6 +170,11 @@ enum Cached {
     Stale(Option<Arc<Listing>>, u64),
 }
 
+/// Whether `list` would answer from the cache, without asking the server.
+pub fn is_fresh(session: &Session, kind: Kind) -> bool {
+    matches!(cached(session, kind), Ok(Cached::Fresh(_)))
+}
+
 fn cached(session: &Session, kind: Kind) -> anyhow::Result<Cached> {
     if !session.has(kind.capability()) {
         return Err(anyhow::Error::new(CallError::NotOffered(kind.capability())).context(kind.method()));

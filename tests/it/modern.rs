@@ -27,14 +27,14 @@ fn a_2026_only_server_is_reached_without_initialize_and_every_request_says_its_r
     env.fixture(&["--scenario", "modern-only"], json!({}));
     call(&env, "echo", r#"{"message":"stateless"}"#, &[]).code(0).within(10.0).stdout_has("stateless");
     let wire = env.wire();
-    assert_eq!(methods(&wire), ["server/discover", "tools/list", "tools/call"], "{wire:#?}");
+    assert_eq!(methods(&wire), ["server/discover", "tools/call"], "{wire:#?}");
     for request in &wire {
         let meta = &request["params"]["_meta"];
         assert_eq!(meta["io.modelcontextprotocol/protocolVersion"], "2026-07-28", "{request}");
         assert!(meta["io.modelcontextprotocol/clientCapabilities"].is_object(), "{request}");
         assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "nod", "{request}");
     }
-    assert!(wire[2]["params"]["_meta"]["progressToken"].is_number(), "the progress token stays: {}", wire[2]);
+    assert!(wire[1]["params"]["_meta"]["progressToken"].is_number(), "the progress token stays: {}", wire[1]);
     // Not found is -32602 at 2026-07-28: still a not_found failure.
     let missing = env.nod(["mcp", "resource", "read", SERVER, "fixture://nope", "--json"]).run();
     missing.code(2);

@@ -43,14 +43,19 @@ fn a_tool_error_exits_1_with_its_text_on_stderr_naming_server_and_tool() {
     env.assert_no_leftovers();
 }
 
-/// The server refuses the call with a JSON-RPC error: the call failed, exit 1.
+/// Over stdio a call is sent without listing first (a round trip it does not need); when the
+/// server refuses it, the listing says why in nod's words, exit 2. A server nod already
+/// holds a listing of, or a remote one, is checked before anything is sent (below, and
+/// `tools_that_require_tasks_are_marked_and_never_called`).
 #[test]
-fn an_unknown_tool_is_refused_before_sending_naming_server_and_tool() {
+fn an_unknown_tool_is_named_with_the_closest_one_when_the_server_refuses_it() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     let out = call(&env, "no_such_tool", "{}");
-    out.code(2).stderr_line_has(&["server fx", "no_such_tool"]).stderr_has("has no tool named");
-    assert!(!env.wire().iter().any(|m| m["method"] == "tools/call"), "nothing was sent");
+    out.code(2).stderr_line_has(&["server fx", "no_such_tool", "has no tool named", "the server refused the call"]);
+    let methods: Vec<String> = env.wire().iter().filter_map(|m| m["method"].as_str()).map(str::to_string).collect();
+    let tail: Vec<&str> = methods.iter().map(String::as_str).skip_while(|m| *m != "tools/call").collect();
+    assert_eq!(tail, ["tools/call", "tools/list"], "the call first, the listing after its refusal: {methods:?}");
     env.assert_no_leftovers();
 }
 
@@ -255,11 +260,14 @@ fn elicitation_is_refused_on_protocol_versions_before_it() {
 fn a_call_uses_what_the_listing_says_before_anything_is_sent() {
     let env = Env::new();
     env.fixture(&[], json!({}));
-    // An unknown tool: not found, with the closest name, and nothing sent.
+    // An unknown tool: not found, with the closest name, once the server refused it.
     let out = env.nod(["mcp", "tool", "call", "fx", "ech", "{}"]).run();
+    out.code(2).stderr_has("has no tool named ech (did you mean echo?)").stderr_has("the server refused the call");
+    // In --jsonl one listing serves the stream: nothing is sent for a tool nod will not call.
+    let out = env.nod(["mcp", "tool", "call", "fx", "ech", "--jsonl"]).stdin("{}\n{}\n").run();
     out.code(2).stderr_has("has no tool named ech (did you mean echo?)").stderr_has("nothing was sent");
-    assert!(!env.wire().iter().any(|m| m["method"] == "tools/call"));
-    // A missing required argument: said before sending, and the server still decides.
+    assert_eq!(with_method(&env.wire(), "tools/call").len(), 1, "only the single call was sent");
+    // A missing required argument: said once the tool failed, and the server decided.
     let out = env.nod(["mcp", "tool", "call", "fx", "add", r#"{"a": 1}"#]).run();
     out.code(1).stderr_has("warning: server fx: tool add: missing required argument b");
     assert!(env.wire().iter().any(|m| m["method"] == "tools/call"), "the call was sent");

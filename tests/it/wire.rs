@@ -13,24 +13,24 @@ fn initialize_offers_2025_11_25_as_nod_then_sends_initialized_first() {
     env.nod(["mcp", "tool", "call", SERVER, "echo", r#"{"message":"x"}"#]).run().code(0);
     let wire = env.wire();
     let methods: Vec<&str> = wire.iter().filter_map(|m| m["method"].as_str()).collect();
-    // The listing before the call lets nod refuse tools it cannot use (SCH-2, tasks).
+    // No listing before the call over stdio: nod lists only when the call fails.
     // The 2026-07-28 probe first: this server answers -32601, so it is of the initialize era.
-    assert_eq!(
-        methods,
-        ["server/discover", "initialize", "notifications/initialized", "tools/list", "tools/call"],
-        "{wire:?}"
-    );
+    assert_eq!(methods, ["server/discover", "initialize", "notifications/initialized", "tools/call"], "{wire:?}");
     let probe = &wire[0]["params"]["_meta"];
     assert_eq!(probe["io.modelcontextprotocol/protocolVersion"], "2026-07-28", "{probe}");
     assert_eq!(probe["io.modelcontextprotocol/clientInfo"]["name"], "nod", "{probe}");
     assert!(probe["io.modelcontextprotocol/clientCapabilities"].is_object(), "{probe}");
-    assert!(wire[3].get("params").is_none_or(|p| p.get("_meta").is_none()), "initialize-era requests have no _meta");
+    assert!(
+        wire[3]["params"]["_meta"].get("io.modelcontextprotocol/protocolVersion").is_none(),
+        "initialize-era requests carry no revision: {}",
+        wire[3]
+    );
     let init = &wire[1];
     assert_eq!(init["jsonrpc"], "2.0");
     assert_eq!(init["params"]["protocolVersion"], "2025-11-25", "{init}");
     assert_eq!(init["params"]["clientInfo"]["name"], "nod", "{init}");
     assert!(init["params"]["capabilities"].is_object(), "{init}");
-    let call = &wire[4];
+    let call = &wire[3];
     assert_eq!(call["params"]["name"], "echo");
     assert_eq!(call["params"]["arguments"], json!({"message": "x"}));
     assert!(!call["params"]["_meta"]["progressToken"].is_null(), "a tool call carries a progress token: {call}");

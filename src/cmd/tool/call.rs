@@ -68,15 +68,28 @@ fn call_on(
     mut asks: Asks<'_, '_>,
     ctx: &Context,
 ) -> anyhow::Result<Exit> {
-    super::precheck(session, &call.tool, if call.jsonl { None } else { arguments.as_ref() })?;
     if call.jsonl {
+        // One listing for the whole stream: lines for a tool nod will not call are not sent.
+        super::precheck(session, &call.tool, None)?;
         return super::jsonl::run(live, call, &mut Asks { person: None, ..asks }, ctx);
+    }
+    let checked = super::checks_first(session);
+    if checked {
+        super::precheck(session, &call.tool, arguments.as_ref())?;
     }
     let arguments = arguments.unwrap_or_else(|| json!({}));
     let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
     match wait(session, pending, &mut asks, &label, None)? {
-        Outcome::Result(result) => print_result(call, &result, ctx),
+        Outcome::Result(result) => {
+            // The tool failed: what the listing says of the arguments may be why.
+            if !checked && result.get("isError").and_then(Value::as_bool) == Some(true) {
+                let content = result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let text = crate::util::one_line(render::blocks(content, false).trim_end());
+                super::postcheck(session, &call.tool, Some(&arguments), &format!("it reported an error: {text}"))?;
+            }
+            print_result(call, &result, ctx)
+        }
         // The server needs the user to visit a URL first (-32042): input required.
         Outcome::Failed(CallError::Rpc(error))
             if error.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &error).is_some() =>
@@ -84,13 +97,18 @@ fn call_on(
             report_input_required(&url_required(&call.server, &error).expect("checked"), None, ctx)
         }
         // The server refused the call (unknown tool, bad arguments): the call failed, like
-        // isError, and the connection is fine.
-        Outcome::Failed(CallError::Rpc(error)) => Err(anyhow::Error::new(Failure {
-            kind: Kind::ToolError,
-            message: format!("server {}: tool {}: {}", call.server, call.tool, CallError::Rpc(error.clone())),
-            code: Some(error.code),
-            data: error.data,
-        })),
+        // isError, and the connection is fine. Sent unchecked, the listing says why first.
+        Outcome::Failed(CallError::Rpc(error)) => {
+            if !checked {
+                super::postcheck(session, &call.tool, Some(&arguments), &CallError::Rpc(error.clone()).to_string())?;
+            }
+            Err(anyhow::Error::new(Failure {
+                kind: Kind::ToolError,
+                message: format!("server {}: tool {}: {}", call.server, call.tool, CallError::Rpc(error.clone())),
+                code: Some(error.code),
+                data: error.data,
+            }))
+        }
         Outcome::Failed(err) => {
             Err(anyhow::Error::new(err).context(format!("server {}: tool {}", call.server, call.tool)))
         }

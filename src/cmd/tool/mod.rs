@@ -170,6 +170,29 @@ fn marks(tool: &Value, listing: &Listing) -> String {
 /// the schema does not expect (a missing required one, one the tool does not take), which are
 /// sent all the same: the server decides.
 fn precheck(session: &Session, tool: &str, arguments: Option<&Value>) -> anyhow::Result<()> {
+    check(session, tool, arguments, None)
+}
+
+/// The same check after a call failed that was sent without it (`answer`: what the server
+/// said), so the error can say why in nod's words: the tool the server does not list, with
+/// the closest name, or the one that needs MCP Tasks; and the argument warnings.
+fn postcheck(session: &Session, tool: &str, arguments: Option<&Value>, answer: &str) -> anyhow::Result<()> {
+    check(session, tool, arguments, Some(answer))
+}
+
+/// Whether a call lists the server's tools before it is sent. Over stdio the listing is a
+/// round trip a call does not need: it is checked only when the call fails (`postcheck`).
+/// A remote server is listed first: a 2026-07-28 server needs the tool's `x-mcp-header`
+/// markings for the request's headers. A listing this session holds already costs nothing.
+fn checks_first(session: &Session) -> bool {
+    session.is_remote() || catalog::is_fresh(session, Catalog::Tools)
+}
+
+fn check(session: &Session, tool: &str, arguments: Option<&Value>, answer: Option<&str>) -> anyhow::Result<()> {
+    let outcome = match answer {
+        None => "nothing was sent".to_string(),
+        Some(answer) => format!("the server refused the call: {answer}"),
+    };
     let server = &session.name;
     let listing = match catalog::list(session, Catalog::Tools) {
         Ok(listing) => listing,
@@ -182,14 +205,14 @@ fn precheck(session: &Session, tool: &str, arguments: Option<&Value>) -> anyhow:
     };
     super::names::remember(server, Some(&listing.items), None);
     if let Some(why) = crate::session::query::refusal(&listing, tool) {
-        return Err(fail(Kind::Protocol, format!("server {server}: tool {tool} {why}; nothing was sent")));
+        return Err(fail(Kind::Protocol, format!("server {server}: tool {tool} {why}; {outcome}")));
     }
     let Some(found) = listing.find(tool) else {
         let names = listing.items.iter().filter_map(|t| t.get("name").and_then(Value::as_str));
         let hint = crate::cli::suggest::hint(tool, names);
         return Err(fail(
             Kind::NotFound,
-            format!("server {server} has no tool named {tool}{hint}; see nod mcp tool list {server}; nothing was sent"),
+            format!("server {server} has no tool named {tool}{hint}; see nod mcp tool list {server}; {outcome}"),
         ));
     };
     if let Some(Value::Object(given)) = arguments {
