@@ -548,7 +548,8 @@ impl Session {
         group: Option<GroupId>,
     ) -> PendingCall {
         let meta = self.request_meta(method_name, params);
-        let text = params.map(Value::to_string);
+        // Straight into a buffer: `Value`'s Display goes through the formatter, byte by byte.
+        let text = params.map(|p| serde_json::to_string(p).expect("a JSON value serializes"));
         let progress = progress.map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
         let req = Request { method: method_name, params: text.as_deref(), timeout, progress, group, meta };
         self.engine.start_call(self.conn, &self.shared, req)
