@@ -257,7 +257,7 @@ fn elicitation_is_refused_on_protocol_versions_before_it() {
 }
 
 #[test]
-fn a_call_uses_what_the_listing_says_before_anything_is_sent() {
+fn a_call_says_what_the_listing_says_of_the_tool_and_its_arguments() {
     let env = Env::new();
     env.fixture(&[], json!({}));
     // An unknown tool: not found, with the closest name, once the server refused it.
