@@ -146,27 +146,39 @@ fn matching_skills(agent: &Agent, tokens: &[String], server: Option<&str>) -> Ve
             .map(|t| 3 * u32::from(name.contains(t.as_str())) + 2 * u32::from(description.contains(t.as_str())))
             .sum()
     };
-    let mut found: Vec<(u32, String, Value)> = Vec::new();
+    // Scored first, and only the ones shown are cleaned and made into entries: a query can
+    // match most of a thousand installed skills.
+    enum Found<'a> {
+        Installed(&'a crate::config::skills::Skill),
+        Server(&'a str, &'a crate::session::skills::ServerSkill),
+    }
+    let offered = server_skills(agent, server);
+    let mut found: Vec<(u32, &str, Found<'_>)> = Vec::new();
     if server.is_none() {
         for skill in agent.options.skills.usable() {
             let points = score(&skill.name, &skill.description);
             if points > 0 {
-                let entry = json!({ "name": skill.name, "origin": skill.origin.as_str(),
-                    "description": agent.marker.plain(&skill.description, 1024), "load": "skill" });
-                found.push((points, skill.name.clone(), entry));
+                found.push((points, &skill.name, Found::Installed(skill)));
             }
         }
     }
-    for (name, skill) in server_skills(agent, server) {
+    for (name, skill) in &offered {
         let points = score(&skill.name, &skill.description);
         if points > 0 {
-            let entry = json!({ "name": agent.marker.plain(&skill.name, 64), "origin": "server", "server": name,
-                "description": agent.marker.plain(&skill.description, 1024), "load": "skill" });
-            found.push((points, skill.name.clone(), entry));
+            found.push((points, &skill.name, Found::Server(name, skill)));
         }
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    found.into_iter().take(MAX_SKILLS).map(|(.., entry)| entry).collect()
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    found
+        .into_iter()
+        .take(MAX_SKILLS)
+        .map(|(.., skill)| match skill {
+            Found::Installed(skill) => json!({ "name": skill.name, "origin": skill.origin.as_str(),
+                "description": agent.marker.plain(&skill.description, 1024), "load": "skill" }),
+            Found::Server(name, skill) => json!({ "name": agent.marker.plain(&skill.name, 64), "origin": "server",
+                "server": name, "description": agent.marker.plain(&skill.description, 1024), "load": "skill" }),
+        })
+        .collect()
 }
 
 /// The skills the ready servers (or `server`) offer through the skills extension, by server;
