@@ -217,7 +217,9 @@ fn check(session: &Session, tool: &str, arguments: Option<&Value>, answer: Optio
     };
     if let Some(Value::Object(given)) = arguments {
         for warning in argument_warnings(&found["inputSchema"], given) {
-            eprintln!("nod: warning: server {server}: tool {tool}: {warning} (sent anyway: the server decides)");
+            // The names come from the server's schema and the user's arguments: shown terminal-safe.
+            let line = format!("server {server}: tool {tool}: {warning} (sent anyway: the server decides)");
+            eprintln!("nod: warning: {}", crate::util::terminal_safe(&line));
         }
     }
     Ok(())
