@@ -141,8 +141,17 @@ impl Redactor {
 
     /// `redact` with the remembered secrets: for every error and log line nod prints.
     pub fn redact(&self, text: &str) -> String {
+        self.redact_cow(text).into_owned()
+    }
+
+    /// `redact`, borrowing `text` when it holds no secret.
+    pub fn redact_cow<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         let known = self.secrets.read().unwrap_or_else(PoisonError::into_inner);
-        redact(text, &known)
+        if known.iter().any(|secret| secret.len() >= 4 && text.contains(secret.as_str())) {
+            std::borrow::Cow::Owned(redact(text, &known))
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        }
     }
 }
 
@@ -353,8 +362,13 @@ pub(crate) fn is_unsafe_control(c: char) -> bool {
 /// One line of server text for a log or an error: control characters and newlines become
 /// spaces, and bidirectional controls (which reorder what a terminal shows) U+FFFD.
 pub fn one_line(text: &str) -> String {
+    one_line_cow(text).into_owned()
+}
+
+/// `one_line`, borrowing `text` when there is nothing to change.
+pub fn one_line_cow(text: &str) -> std::borrow::Cow<'_, str> {
     if plain_ascii(text) {
-        return text.to_string();
+        return std::borrow::Cow::Borrowed(text);
     }
     text.chars()
         .map(|c| {
@@ -366,7 +380,8 @@ pub fn one_line(text: &str) -> String {
                 c
             }
         })
-        .collect()
+        .collect::<String>()
+        .into()
 }
 
 /// Days since 1970-01-01 as YYYY-MM-DD (proleptic Gregorian; Howard Hinnant's algorithm).
@@ -392,6 +407,15 @@ pub fn rfc3339(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redact_cow_borrows_text_without_secrets() {
+        let redactor = Redactor::default();
+        redactor.add(["canary-secret-1234".to_string()]);
+        assert!(matches!(redactor.redact_cow("nothing here"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(redactor.redact_cow("a canary-secret-1234 b"), "a [redacted] b");
+        assert_eq!(redactor.redact("a canary-secret-1234 b"), "a [redacted] b");
+    }
 
     #[test]
     fn tail_keeps_last_lines_bounded() {

@@ -19,7 +19,6 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
         print_listing("prompts", &listing.items)?;
         return Ok(Exit::Ok);
     }
-    let terminal = stdout_is_terminal();
     let mut out = String::new();
     for prompt in &listing.items {
         let name = prompt.get("name").and_then(Value::as_str).unwrap_or("");
@@ -39,7 +38,7 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
             })
             .collect();
         let label = if args.is_empty() { name.to_string() } else { format!("{name} {}", args.join(" ")) };
-        out.push_str(&row(&label, about, terminal));
+        out.push_str(&row(&label, about));
     }
     print(&out)?;
     Ok(Exit::Ok)

@@ -103,12 +103,19 @@ pub fn first_line(text: &str) -> &str {
 }
 
 /// A listing row: the name, then the description's first line.
-pub fn row(name: &str, about: &str, terminal: bool) -> String {
+pub fn row(name: &str, about: &str) -> String {
     let about = first_line(about);
     let line = if about.is_empty() { name.to_string() } else { format!("{name}  {about}") };
-    let mut line = safe(&crate::util::one_line(&line), terminal);
-    line.push('\n');
-    line
+    let mut out = String::with_capacity(line.len() + 1);
+    push_row(&mut out, &line);
+    out
+}
+
+/// Appends `line` to `out` as a listing row: on one line (which also makes it terminal-safe:
+/// `one_line` leaves no control character), then a newline.
+pub fn push_row(out: &mut String, line: &str) {
+    out.push_str(&crate::util::one_line_cow(line));
+    out.push('\n');
 }
 
 #[cfg(test)]

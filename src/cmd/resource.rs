@@ -24,7 +24,6 @@ pub fn list(session: &Session, templates: bool, ctx: &Context) -> anyhow::Result
         print_listing(key, &listing.items)?;
         return Ok(Exit::Ok);
     }
-    let terminal = stdout_is_terminal();
     let mut out = String::new();
     for item in &listing.items {
         let text = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or("");
@@ -35,7 +34,7 @@ pub fn list(session: &Session, templates: bool, ctx: &Context) -> anyhow::Result
         if !mime.is_empty() {
             about.push_str(&format!(" ({mime})"));
         }
-        out.push_str(&row(id, &about, terminal));
+        out.push_str(&row(id, &about));
     }
     print(&out)?;
     Ok(Exit::Ok)

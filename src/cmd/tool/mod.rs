@@ -10,7 +10,7 @@ pub mod wait;
 use serde_json::{Value, json};
 
 use super::failure::{Kind, fail};
-use super::render::{row, safe};
+use super::render::safe;
 use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
 use crate::session::Session;
 use crate::session::catalog::{self, Kind as Catalog, Listing};
@@ -27,12 +27,22 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
             listing.unusable.iter().map(|(name, why)| (name.clone(), json!(why))).collect();
         print_json(&json!({ "tools": listing.items, "unusable": unusable }))?;
     } else {
-        let terminal = stdout_is_terminal();
-        let mut out = String::new();
+        // One row a tool, built in two reused buffers: a listing of 1,000 tools is mostly
+        // this loop, and a row costs no allocation of its own.
+        let mut out = String::with_capacity(listing.items.len() * 96);
+        let (mut line, mut about) = (String::new(), String::new());
         for tool in &listing.items {
-            let about = tool.get("description").and_then(Value::as_str).unwrap_or("");
-            let about = format!("{}{}", super::render::first_line(about), marks(tool, &listing));
-            out.push_str(&row(&ctx.redactor.redact(&signature(tool)), &ctx.redactor.redact(&about), terminal));
+            line.clear();
+            about.clear();
+            write_signature(tool, &mut line);
+            about.push_str(super::render::first_line(tool.get("description").and_then(Value::as_str).unwrap_or("")));
+            write_marks(tool, &listing, &mut about);
+            let about = super::render::first_line(&about);
+            if !about.is_empty() {
+                line.push_str("  ");
+                line.push_str(about);
+            }
+            super::render::push_row(&mut out, &ctx.redactor.redact_cow(&line));
         }
         print(&out)?;
     }
@@ -61,7 +71,9 @@ pub fn show(session: &Session, tool: &str, ctx: &Context) -> anyhow::Result<Exit
     }
     let redact = |text: &str| ctx.redactor.redact(text);
     let text = |key: &str| found.get(key).and_then(Value::as_str).unwrap_or("");
-    let mut out = format!("{}{}\n", signature(found), marks(found, &listing));
+    let mut out = signature(found);
+    write_marks(found, &listing, &mut out);
+    out.push('\n');
     if !text("title").is_empty() {
         out.push_str(&format!("title: {}\n", crate::util::one_line(text("title"))));
     }
@@ -82,86 +94,143 @@ pub fn show(session: &Session, tool: &str, ctx: &Context) -> anyhow::Result<Exit
 /// `get-sum a:number b:number [note:string]`: the name, then each parameter with its type,
 /// optional ones in brackets, in the schema's order.
 pub fn signature(tool: &Value) -> String {
-    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+    let mut out = String::new();
+    write_signature(tool, &mut out);
+    out
+}
+
+/// `signature`, appended to `out` (on one line).
+fn write_signature(tool: &Value, out: &mut String) {
+    let start = out.len();
+    out.push_str(tool.get("name").and_then(Value::as_str).unwrap_or(""));
     let schema = &tool["inputSchema"];
-    let required: Vec<&str> =
-        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    let mut out = name.to_string();
+    let required = schema.get("required").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     for (param, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
-        let shown = format!("{param}:{}", type_of(schema, property, 0));
-        out.push(' ');
-        if required.contains(&param.as_str()) {
-            out.push_str(&shown);
-        } else {
-            out.push_str(&format!("[{shown}]"));
+        let optional = !required.iter().any(|r| r.as_str() == Some(param));
+        out.push_str(if optional { " [" } else { " " });
+        out.push_str(param);
+        out.push(':');
+        write_type(schema, property, 0, out);
+        if optional {
+            out.push(']');
         }
     }
-    crate::util::one_line(&out)
+    if let std::borrow::Cow::Owned(flat) = crate::util::one_line_cow(&out[start..]) {
+        out.truncate(start);
+        out.push_str(&flat);
+    }
 }
 
 /// A property's type for a signature: its `type` (or types joined by |), the values of an
 /// `enum` or `const`, a local `$ref` followed into `root` (`#/$defs/...`, `#/definitions/...`),
 /// the branches of `anyOf`/`oneOf` joined by | (so Python's `Optional[str]` is `string|null`),
-/// or `any`.
-fn type_of(root: &Value, property: &Value, depth: usize) -> String {
+/// or `any`; appended to `out`.
+fn write_type(root: &Value, property: &Value, depth: usize, out: &mut String) {
     if depth > 8 {
-        return "any".into();
+        return out.push_str("any");
     }
-    if let Some(values) = property.get("enum").and_then(Value::as_array) {
-        let shown: Vec<String> =
-            values.iter().take(6).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect();
-        let more = if values.len() > 6 { "|..." } else { "" };
-        return format!("{}{more}", shown.join("|"));
-    }
-    if let Some(value) = property.get("const") {
-        return value.as_str().map_or_else(|| value.to_string(), str::to_string);
-    }
-    if let Some(target) = property.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
-        return match root.pointer(target) {
-            Some(found) => type_of(root, found, depth + 1),
-            None => "any".into(),
-        };
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(branches) = property.get(key).and_then(Value::as_array) {
-            let mut kinds: Vec<String> = Vec::new();
-            for branch in branches {
-                let kind = type_of(root, branch, depth + 1);
-                if !kinds.contains(&kind) {
-                    kinds.push(kind);
-                }
-            }
-            if !kinds.is_empty() && !kinds.iter().any(|k| k == "any") {
-                return kinds.join("|");
-            }
+    let Some(fields) = property.as_object() else { return out.push_str("any") };
+    // One pass over the property's keywords (a few, mostly): cheaper than a lookup for each.
+    let (mut kind, mut items, mut values, mut constant, mut reference, mut any_of, mut one_of, mut nested) =
+        (None, None, None, None, None, None, None, false);
+    for (key, value) in fields {
+        match key.as_str() {
+            "type" => kind = Some(value),
+            "items" => items = Some(value),
+            "enum" => values = value.as_array(),
+            "const" => constant = Some(value),
+            "$ref" => reference = value.as_str(),
+            "anyOf" => any_of = value.as_array(),
+            "oneOf" => one_of = value.as_array(),
+            "properties" => nested = true,
+            _ => {}
         }
     }
-    match property.get("type") {
-        Some(Value::String(kind)) => match (kind.as_str(), property.get("items")) {
-            ("array", Some(items)) if items.is_object() => match type_of(root, items, depth + 1).as_str() {
-                "any" => "array".into(),
-                item if item.contains('|') => format!("({item})[]"),
-                item => format!("{item}[]"),
-            },
-            _ => kind.clone(),
+    if let Some(values) = values {
+        for (i, v) in values.iter().take(6).enumerate() {
+            if i > 0 {
+                out.push('|');
+            }
+            match v.as_str() {
+                Some(text) => out.push_str(text),
+                None => out.push_str(&v.to_string()),
+            }
+        }
+        if values.len() > 6 {
+            out.push_str("|...");
+        }
+        return;
+    }
+    if let Some(value) = constant {
+        return match value.as_str() {
+            Some(text) => out.push_str(text),
+            None => out.push_str(&value.to_string()),
+        };
+    }
+    if let Some(target) = reference.and_then(|r| r.strip_prefix('#')) {
+        return match root.pointer(target) {
+            Some(found) => write_type(root, found, depth + 1, out),
+            None => out.push_str("any"),
+        };
+    }
+    for branches in [any_of, one_of].into_iter().flatten() {
+        let mut kinds: Vec<String> = Vec::new();
+        for branch in branches {
+            let mut kind = String::new();
+            write_type(root, branch, depth + 1, &mut kind);
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if !kinds.is_empty() && !kinds.iter().any(|k| k == "any") {
+            return out.push_str(&kinds.join("|"));
+        }
+    }
+    match kind {
+        Some(Value::String(kind)) => match (kind.as_str(), items) {
+            ("array", Some(items)) if items.is_object() => {
+                let mut item = String::new();
+                write_type(root, items, depth + 1, &mut item);
+                match item.as_str() {
+                    "any" => out.push_str("array"),
+                    item if item.contains('|') => {
+                        out.push('(');
+                        out.push_str(item);
+                        out.push_str(")[]");
+                    }
+                    item => {
+                        out.push_str(item);
+                        out.push_str("[]");
+                    }
+                }
+            }
+            _ => out.push_str(kind),
         },
-        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("|"),
-        _ if property.get("properties").is_some() => "object".into(),
-        _ => "any".into(),
+        Some(Value::Array(kinds)) => {
+            for (i, kind) in kinds.iter().filter_map(Value::as_str).enumerate() {
+                if i > 0 {
+                    out.push('|');
+                }
+                out.push_str(kind);
+            }
+        }
+        _ if nested => out.push_str("object"),
+        _ => out.push_str("any"),
     }
 }
 
-/// ` [task required]`, ` [unusable: why]`: what keeps nod from calling the tool.
-fn marks(tool: &Value, listing: &Listing) -> String {
-    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
-    let mut out = String::new();
+/// ` [task required]`, ` [unusable: why]`: what keeps nod from calling the tool, appended
+/// to `out`.
+fn write_marks(tool: &Value, listing: &Listing, out: &mut String) {
     if catalog::requires_task(tool) {
         out.push_str(" [task required]");
     }
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
     if let Some(why) = listing.unusable(name) {
-        out.push_str(&format!(" [unusable: {why}]"));
+        out.push_str(" [unusable: ");
+        out.push_str(why);
+        out.push(']');
     }
-    out
 }
 
 /// What nod knows before calling `tool`, from the server's listing: an error when nod will not
@@ -285,6 +354,18 @@ mod tests {
             "required": ["b"],
             "$defs": { "Mode": { "type": "string", "enum": ["fast", "slow"] } } } });
         assert_eq!(signature(&tool), "t [a:string|null] b:fast|slow [c:(fast|slow)[]] [d:any] [e:any] [f:integer[]]");
+    }
+
+    #[test]
+    fn a_signature_and_its_row_stay_on_one_line_without_controls() {
+        let tool = json!({"name": "t\u{1b}[2J", "inputSchema": {"type": "object", "properties": {
+            "a\nb": {"type": "string\u{202E}"}, "c": {"enum": ["x\ry", 1]}
+        }, "required": ["c"]}});
+        let shown = signature(&tool);
+        assert_eq!(shown, "t [2J [a b:string\u{FFFD}] c:x y|1");
+        let mut out = String::new();
+        super::super::render::push_row(&mut out, &format!("{shown}  about\u{7}\u{2066}me"));
+        assert_eq!(out, "t [2J [a b:string\u{FFFD}] c:x y|1  about \u{FFFD}me\n");
     }
 
     #[test]
