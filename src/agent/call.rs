@@ -521,7 +521,7 @@ impl Agent {
                         return Err(Ran::End(CallEnd::Interrupted, None));
                     }
                     Ok(CallUpdate::Done(result)) => {
-                        if let Some(result) = session.settle(call, result) {
+                        if let Some(result) = session.settle(call, *result) {
                             return Ok(result);
                         }
                     }

@@ -59,7 +59,7 @@ impl PendingCall {
     /// A call that failed before anything was sent.
     pub fn failed(id: CallId, error: CallError) -> PendingCall {
         let (reply, updates) = crossbeam_channel::bounded(1);
-        let _ = reply.send(CallUpdate::Done(Err(error)));
+        let _ = reply.send(CallUpdate::done(Err(error)));
         PendingCall { id, updates, gone: crossbeam_channel::never() }
     }
 
@@ -85,7 +85,7 @@ impl PendingCall {
         loop {
             match self.updates.try_recv() {
                 Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                Ok(CallUpdate::Done(result)) => return result,
+                Ok(CallUpdate::Done(result)) => return *result,
                 Err(_) => break,
             }
         }
@@ -93,7 +93,7 @@ impl PendingCall {
             select! {
                 recv(self.updates) -> update => match update {
                     Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                    Ok(CallUpdate::Done(result)) => return result,
+                    Ok(CallUpdate::Done(result)) => return *result,
                     Err(_) => return Err(stopped()),
                 },
                 recv(self.gone) -> _ => return Err(stopped()),
@@ -113,7 +113,7 @@ impl PendingCall {
             select! {
                 recv(self.updates) -> update => match update {
                     Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                    Ok(CallUpdate::Done(result)) => return Some(result),
+                    Ok(CallUpdate::Done(result)) => return Some(*result),
                     Err(_) => return Some(Err(stopped())),
                 },
                 recv(self.gone) -> _ => return Some(Err(stopped())),
@@ -221,7 +221,7 @@ impl Engine {
         let (reply, updates) = crossbeam_channel::unbounded();
         let pending = PendingCall { id, updates, gone: self.inner.gone.clone() };
         let fail = |error: CallError| {
-            let _ = reply.send(CallUpdate::Done(Err(error)));
+            let _ = reply.send(CallUpdate::done(Err(error)));
         };
         if let Some(cause) = shared.closed.get() {
             fail(CallError::Disconnected(cause.clone()));

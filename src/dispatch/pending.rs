@@ -217,7 +217,7 @@ impl Router for Registry {
         };
         let reply = self.lock().progress(conn, token, Instant::now());
         if let Some(reply) = reply {
-            let _ = reply.send(CallUpdate::Progress(update));
+            let _ = reply.send(CallUpdate::progress(update));
         }
     }
 
@@ -225,7 +225,7 @@ impl Router for Registry {
         let entry = self.lock().remove_wire(conn, id);
         match entry {
             Some(entry) => {
-                let _ = entry.reply.send(CallUpdate::Done(result.map_err(CallError::Rpc)));
+                let _ = entry.reply.send(CallUpdate::done(result.map_err(CallError::Rpc)));
                 true
             }
             None => false,

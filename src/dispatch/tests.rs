@@ -61,7 +61,7 @@ fn outcome(pending: &PendingCall) -> Result<Value, CallError> {
     let deadline = Instant::now() + WAIT;
     loop {
         match pending.updates().recv_deadline(deadline) {
-            Ok(CallUpdate::Done(result)) => return result,
+            Ok(CallUpdate::Done(result)) => return *result,
             Ok(CallUpdate::Progress(_)) => {}
             Err(_) => panic!("no outcome within {WAIT:?}"),
         }
@@ -152,7 +152,7 @@ fn progress_extends_the_deadline_up_to_its_cap() {
                 seen += 1;
                 assert_eq!(p.message.as_deref(), Some("working"));
             }
-            Ok(CallUpdate::Done(result)) => break result,
+            Ok(CallUpdate::Done(result)) => break *result,
             Err(_) => {
                 c.peer.send(&json!({ "jsonrpc": "2.0", "method": method::PROGRESS,
                     "params": { "progressToken": token, "progress": seen, "message": "working" } }));

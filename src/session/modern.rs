@@ -271,7 +271,7 @@ impl Session {
         let (stop_tx, stop) = crossbeam_channel::bounded::<()>(0);
         let spawned = std::thread::Builder::new().name(format!("nod-input:{name}")).spawn(move || {
             let done = |result: Result<Value, CallError>| {
-                let _ = updates_tx.send(CallUpdate::Done(result));
+                let _ = updates_tx.send(CallUpdate::done(result));
             };
             let deadline = Instant::now() + timeout;
             let mut responses = serde_json::Map::new();
@@ -319,7 +319,7 @@ impl Session {
             loop {
                 select! {
                     recv(retry.updates()) -> update => match update {
-                        Ok(CallUpdate::Done(result)) => return done(result),
+                        Ok(CallUpdate::Done(result)) => return done(*result),
                         Ok(update) => {
                             let _ = updates_tx.send(update);
                         }

@@ -69,7 +69,7 @@ pub fn wait(
             recv(due) -> _ => if let Some(held) = held.as_deref_mut() { held.flush()? },
             recv(pending.updates()) -> update => match update {
                 Ok(CallUpdate::Progress(p)) => shown.show(&p),
-                Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, result) {
+                Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, *result) {
                     Some(Ok(result)) => return Ok(Outcome::Result(result)),
                     Some(Err(err)) => return Ok(Outcome::Failed(err)),
                     // Replayed on a new session: keep waiting.
