@@ -40,8 +40,9 @@ pub struct FrameReader {
 
 impl FrameReader {
     /// Appends `bytes` and calls `on_frame` for every complete, non-blank line (without its
-    /// line ending). Stops at the first error; the reader is useless after one.
-    pub fn push(&mut self, bytes: &[u8], mut on_frame: impl FnMut(&[u8])) -> Result<(), FrameError> {
+    /// line ending), checked to be UTF-8. Stops at the first error; the reader is useless
+    /// after one.
+    pub fn push(&mut self, bytes: &[u8], mut on_frame: impl FnMut(&str)) -> Result<(), FrameError> {
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(offset) = memchr(b'\n', &self.buf[self.scanned..]) {
@@ -54,9 +55,9 @@ impl FrameReader {
                 return Err(FrameError::TooLarge);
             }
             if !line.iter().all(u8::is_ascii_whitespace) {
-                if std::str::from_utf8(line).is_err() {
+                let Ok(line) = std::str::from_utf8(line) else {
                     return Err(FrameError::NotUtf8);
-                }
+                };
                 on_frame(line);
             }
             start = end + 1;
@@ -75,7 +76,7 @@ impl FrameReader {
     }
 
     /// At end of stream: a final line without a newline still counts.
-    pub fn finish(&mut self, on_frame: impl FnMut(&[u8])) -> Result<(), FrameError> {
+    pub fn finish(&mut self, on_frame: impl FnMut(&str)) -> Result<(), FrameError> {
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -192,7 +193,7 @@ mod tests {
     fn frames(reader: &mut FrameReader, chunks: &[&[u8]]) -> Result<Vec<String>, FrameError> {
         let mut out = Vec::new();
         for chunk in chunks {
-            reader.push(chunk, |f| out.push(String::from_utf8(f.to_vec()).unwrap()))?;
+            reader.push(chunk, |f| out.push(f.to_string()))?;
         }
         Ok(out)
     }
@@ -204,7 +205,7 @@ mod tests {
         assert_eq!(got, vec!["{\"a\":1}", "{\"b\":2}"]);
         assert_eq!(reader.buffered(), 4);
         let mut rest = Vec::new();
-        reader.finish(|f| rest.push(f.to_vec())).unwrap();
+        reader.finish(|f| rest.push(f.as_bytes().to_vec())).unwrap();
         assert_eq!(rest, vec![b"{\"c\"".to_vec()]);
     }
 

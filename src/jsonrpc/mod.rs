@@ -110,6 +110,20 @@ pub fn decode(frame: &[u8], batches: bool) -> Result<Vec<Message>, DecodeError> 
     // bytes checks every string on its own (a tenth of a 1,000-tool listing's decoding).
     // Invalid UTF-8 is refused either way.
     let text = std::str::from_utf8(frame).map_err(|_| DecodeError::NotJson)?;
+    decode_text(text, batches)
+}
+
+/// `decode` of a frame known to be UTF-8 (the stdio framing checks every line).
+pub fn decode_text(text: &str, batches: bool) -> Result<Vec<Message>, DecodeError> {
+    // The usual frame, one object, is read straight into its envelope: no map is built for
+    // the envelope's keys only to take them out again. Anything else (a batch, JSON that is
+    // not an object, a frame that does not parse) takes the general road, which also says
+    // what is wrong with it.
+    if text.trim_start().starts_with('{')
+        && let Ok(envelope) = serde_json::from_str::<Envelope>(text)
+    {
+        return Ok(vec![envelope.message()?]);
+    }
     let value: Value = serde_json::from_str(text).map_err(|_| DecodeError::NotJson)?;
     match value {
         Value::Array(items) => {
@@ -130,55 +144,126 @@ pub fn from_value(value: Value) -> Result<Message, DecodeError> {
     let Value::Object(mut obj) = value else {
         return Err(DecodeError::Invalid("not an object"));
     };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(DecodeError::Invalid("jsonrpc is not \"2.0\""));
+    let mut take = |key: &str| obj.remove(key);
+    Envelope {
+        jsonrpc: take("jsonrpc"),
+        id: take("id"),
+        method: take("method"),
+        params: take("params"),
+        result: take("result"),
+        error: take("error"),
     }
-    let id = match obj.remove("id") {
-        None | Some(Value::Null) => None,
-        Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
-        Some(_) => return Err(DecodeError::Invalid("id is neither a string nor a number")),
-    };
-    if let Some(method) = obj.remove("method") {
-        let Value::String(method) = method else {
-            return match id {
-                Some(id) => Ok(Message::Invalid { id, why: "method is not a string" }),
-                None => Err(DecodeError::Invalid("method is not a string")),
-            };
-        };
-        let params = match obj.remove("params") {
-            None => Value::Null,
-            Some(params @ Value::Object(_)) => params,
-            // JSON-RPC allows arrays; MCP's requests take an object.
-            Some(Value::Array(_)) if id.is_some() => {
-                return Ok(Message::Invalid { id: id.expect("checked"), why: "params is not an object" });
-            }
-            Some(params @ Value::Array(_)) => params,
-            Some(_) => {
-                return match id {
-                    Some(id) => Ok(Message::Invalid { id, why: "params is not an object" }),
-                    None => Err(DecodeError::Invalid("params is neither an object nor an array")),
-                };
-            }
-        };
-        return Ok(match id {
-            Some(id) => Message::Request { id, method, params },
-            None => Message::Notification { method, params },
-        });
-    }
-    match (obj.remove("result"), obj.remove("error")) {
-        (Some(result), None) => match id {
-            Some(id) => Ok(Message::Response { id: Some(id), result: Ok(result) }),
-            None => Err(DecodeError::Invalid("result response without an id")),
-        },
-        (None, Some(error)) => {
-            let error = ResponseError::from_value(&error).ok_or(DecodeError::Invalid("malformed error object"))?;
-            Ok(Message::Response { id, result: Err(error) })
+    .message()
+}
+
+/// The members of a JSON-RPC object that say what it is; others are ignored. A member given
+/// twice counts with its last value, as in a parsed object.
+#[derive(Default)]
+struct Envelope {
+    jsonrpc: Option<Value>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Envelope, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Key {
+            Jsonrpc,
+            Id,
+            Method,
+            Params,
+            Result,
+            Error,
+            #[serde(other)]
+            Other,
         }
-        (Some(_), Some(_)) => Err(DecodeError::Invalid("both result and error")),
-        (None, None) => match id {
-            Some(id) => Ok(Message::Invalid { id, why: "a request without a method" }),
-            None => Err(DecodeError::Invalid("neither method, result nor error")),
-        },
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+                let mut envelope = Envelope::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    let slot = match key {
+                        Key::Jsonrpc => &mut envelope.jsonrpc,
+                        Key::Id => &mut envelope.id,
+                        Key::Method => &mut envelope.method,
+                        Key::Params => &mut envelope.params,
+                        Key::Result => &mut envelope.result,
+                        Key::Error => &mut envelope.error,
+                        Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(envelope)
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+impl Envelope {
+    fn message(self) -> Result<Message, DecodeError> {
+        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return Err(DecodeError::Invalid("jsonrpc is not \"2.0\""));
+        }
+        let id = match self.id {
+            None | Some(Value::Null) => None,
+            Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
+            Some(_) => return Err(DecodeError::Invalid("id is neither a string nor a number")),
+        };
+        if let Some(method) = self.method {
+            let Value::String(method) = method else {
+                return match id {
+                    Some(id) => Ok(Message::Invalid { id, why: "method is not a string" }),
+                    None => Err(DecodeError::Invalid("method is not a string")),
+                };
+            };
+            let params = match self.params {
+                None => Value::Null,
+                Some(params @ Value::Object(_)) => params,
+                // JSON-RPC allows arrays; MCP's requests take an object.
+                Some(Value::Array(_)) if id.is_some() => {
+                    return Ok(Message::Invalid { id: id.expect("checked"), why: "params is not an object" });
+                }
+                Some(params @ Value::Array(_)) => params,
+                Some(_) => {
+                    return match id {
+                        Some(id) => Ok(Message::Invalid { id, why: "params is not an object" }),
+                        None => Err(DecodeError::Invalid("params is neither an object nor an array")),
+                    };
+                }
+            };
+            return Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            });
+        }
+        match (self.result, self.error) {
+            (Some(result), None) => match id {
+                Some(id) => Ok(Message::Response { id: Some(id), result: Ok(result) }),
+                None => Err(DecodeError::Invalid("result response without an id")),
+            },
+            (None, Some(error)) => {
+                let error = ResponseError::from_value(&error).ok_or(DecodeError::Invalid("malformed error object"))?;
+                Ok(Message::Response { id, result: Err(error) })
+            }
+            (Some(_), Some(_)) => Err(DecodeError::Invalid("both result and error")),
+            (None, None) => match id {
+                Some(id) => Ok(Message::Invalid { id, why: "a request without a method" }),
+                None => Err(DecodeError::Invalid("neither method, result nor error")),
+            },
+        }
     }
 }
 
@@ -277,10 +362,10 @@ pub(crate) mod tests {
         let mut rest = bytes;
         while !rest.is_empty() {
             let (now, later) = rest.split_at(1 + g.below(rest.len()));
-            reader.push(now, |f| frames.push(f.to_vec())).unwrap();
+            reader.push(now, |f| frames.push(f.as_bytes().to_vec())).unwrap();
             rest = later;
         }
-        reader.finish(|f| frames.push(f.to_vec())).unwrap();
+        reader.finish(|f| frames.push(f.as_bytes().to_vec())).unwrap();
         frames
     }
 
@@ -338,6 +423,29 @@ pub(crate) mod tests {
             assert!(decode(bad.as_bytes(), false).is_err(), "{bad}");
         }
         assert_eq!(decode(b"hello", false), Err(DecodeError::NotJson));
+    }
+
+    #[test]
+    fn an_object_read_into_its_envelope_is_the_message_its_parsed_value_is() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":[1,{"b":null}]},"extra":{"x":[1,2]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"m","data":null}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":null}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"m","params":null}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":null}"#,
+            r#"{"jsonrpc":2,"id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"  {"id":"x","jsonrpc":"2.0","method":"ping"}"#,
+        ] {
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(decode(text.as_bytes(), false), from_value(value).map(|m| vec![m]), "{text}");
+        }
+        // Not an object: told apart from text that is not JSON.
+        assert_eq!(decode(b"42", false), Err(DecodeError::Invalid("not an object")));
+        assert_eq!(decode(b"{\"jsonrpc\":", false), Err(DecodeError::NotJson));
     }
 
     #[test]

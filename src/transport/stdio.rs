@@ -533,14 +533,14 @@ impl WriterState {
     }
 }
 
-fn deliver(link: &Link, not_json: &mut u64, frame: &[u8]) {
+fn deliver(link: &Link, not_json: &mut u64, frame: &str) {
     let name = &link.name;
-    match crate::jsonrpc::decode(frame, true) {
+    match crate::jsonrpc::decode_text(frame, true) {
         Ok(msgs) => {
             if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
-                log::trace!(target: "nod::wire", "< {name} {}", String::from_utf8_lossy(frame));
+                log::trace!(target: "nod::wire", "< {name} {frame}");
             }
-            let batch = frame.first() == Some(&b'[');
+            let batch = frame.starts_with('[');
             link.deliver(msgs, batch);
         }
         Err(err) => {

@@ -177,8 +177,16 @@ fn print_result(call: &ToolCall, result: &Value, ctx: &Context) -> anyhow::Resul
         print_json(&shown)?;
     } else {
         if !is_error && !content.is_empty() && call.output.as_deref() != Some(std::path::Path::new("-")) {
-            // The usual case, a successful result: written from the result, not copied.
-            let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+            // The usual case, a successful result: written from the result, not copied, and
+            // past std's line buffering, which looks for the last newline of every write (a
+            // pass over all of a 7 MiB result).
+            std::io::Write::flush(&mut std::io::stdout())?;
+            let direct: Box<dyn std::io::Write> =
+                match std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned() {
+                    Ok(fd) => Box::new(std::fs::File::from(fd)),
+                    Err(_) => Box::new(std::io::stdout().lock()),
+                };
+            let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, direct);
             render::write_blocks(content, stdout_is_terminal(), &mut stdout)?;
             std::io::Write::flush(&mut stdout)?;
             return Ok(Exit::Ok);
