@@ -1,8 +1,10 @@
 //! `Engine`: the front ends' handle on the dispatcher. Cloning it is cheap; the dispatcher
 //! thread ends when `shutdown` is called.
 //!
-//! Every wait on the dispatcher also watches `gone`, a channel whose only sender lives on the
-//! dispatcher thread: when that thread ends, waits end at once.
+//! A wait for the dispatcher's own answer also watches `gone`, a channel whose only sender
+//! lives on the dispatcher thread: when that thread ends, waits end at once. A call needs no
+//! such watch: when the dispatcher thread ends, however it ends (a panic too), every call
+//! still pending is failed and later ones are refused, so a call's own channel always ends.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,11 +50,16 @@ impl Drop for Inner {
     }
 }
 
-/// A call in flight: its updates arrive on `updates()`; `gone()` fires if the engine stops.
+/// A call in flight: its updates arrive on `updates()`, ending with one `Done` (a call
+/// pending when the engine stops is done with `Cancelled`).
+///
+/// A wait on this channel alone is a plain receive: a receiver woken by the worker's send
+/// reads its answer without taking the channel's waker lock again, which the worker may still
+/// hold (a `select!` over several channels unregisters from each, and on one CPU that is a
+/// wait on the worker and two more context switches per call).
 pub struct PendingCall {
     pub id: CallId,
     updates: Receiver<CallUpdate>,
-    gone: Receiver<()>,
 }
 
 impl PendingCall {
@@ -60,43 +67,27 @@ impl PendingCall {
     pub fn failed(id: CallId, error: CallError) -> PendingCall {
         let (reply, updates) = crossbeam_channel::bounded(1);
         let _ = reply.send(CallUpdate::done(Err(error)));
-        PendingCall { id, updates, gone: crossbeam_channel::never() }
+        PendingCall { id, updates }
     }
 
     /// A call whose updates another thread sends (a 2026-07-28 request retried after the
     /// input it asked for).
     pub fn relayed(id: CallId, updates: Receiver<CallUpdate>) -> PendingCall {
-        PendingCall { id, updates, gone: crossbeam_channel::never() }
+        PendingCall { id, updates }
     }
 
     pub fn updates(&self) -> &Receiver<CallUpdate> {
         &self.updates
     }
 
-    /// Becomes ready (disconnected) when the dispatcher has stopped.
-    pub fn gone(&self) -> &Receiver<()> {
-        &self.gone
-    }
-
     /// Waits for the result, passing progress to `on_progress`. The dispatcher enforces the
-    /// deadline, so this always returns.
+    /// deadline, and fails the call if it stops, so this always returns.
     pub fn wait(&self, mut on_progress: impl FnMut(&super::Progress)) -> Result<Value, CallError> {
-        // The common case first: the answer is often there by the time anyone waits.
         loop {
-            match self.updates.try_recv() {
+            match self.updates.recv() {
                 Ok(CallUpdate::Progress(p)) => on_progress(&p),
                 Ok(CallUpdate::Done(result)) => return *result,
-                Err(_) => break,
-            }
-        }
-        loop {
-            select! {
-                recv(self.updates) -> update => match update {
-                    Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                    Ok(CallUpdate::Done(result)) => return *result,
-                    Err(_) => return Err(stopped()),
-                },
-                recv(self.gone) -> _ => return Err(stopped()),
+                Err(_) => return Err(stopped()),
             }
         }
     }
@@ -110,21 +101,27 @@ impl PendingCall {
         mut on_progress: impl FnMut(&super::Progress),
     ) -> Option<Result<Value, CallError>> {
         loop {
-            select! {
-                recv(self.updates) -> update => match update {
-                    Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                    Ok(CallUpdate::Done(result)) => return Some(*result),
-                    Err(_) => return Some(Err(stopped())),
-                },
-                recv(self.gone) -> _ => return Some(Err(stopped())),
-                recv(crossbeam_channel::at(deadline)) -> _ => return None,
+            match self.updates.recv_deadline(deadline) {
+                Ok(CallUpdate::Progress(p)) => on_progress(&p),
+                Ok(CallUpdate::Done(result)) => return Some(*result),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => return None,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Some(Err(stopped())),
             }
         }
     }
 }
 
 fn stopped() -> CallError {
-    CallError::Cancelled("nod is shutting down".into())
+    CallError::Cancelled(super::pending::STOPPED.into())
+}
+
+/// Stops the registry when the dispatcher thread ends, by its return or by a panic.
+struct StopOnExit(Arc<Registry>);
+
+impl Drop for StopOnExit {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// A request to start: what `Engine::start_call` needs.
@@ -152,10 +149,13 @@ impl Engine {
         let (gone_tx, gone) = crossbeam_channel::bounded::<()>(0);
         let registry = Arc::new(Registry::default());
         let dispatcher = Dispatcher::new(registry.clone(), commands.clone());
+        let stopping = registry.clone();
         let thread = std::thread::Builder::new()
             .name("nod-dispatch".into())
             .spawn(move || {
                 let _gone = gone_tx;
+                // However the thread ends: no call waits for a dispatcher that is not there.
+                let _stop = StopOnExit(stopping);
                 dispatcher.run(command_inbox, report_inbox);
             })
             .expect("spawn the dispatcher thread");
@@ -219,7 +219,7 @@ impl Engine {
     pub fn start_call(&self, conn: ConnId, shared: &ConnShared, req: Request<'_>) -> PendingCall {
         let id = self.next_call();
         let (reply, updates) = crossbeam_channel::unbounded();
-        let pending = PendingCall { id, updates, gone: self.inner.gone.clone() };
+        let pending = PendingCall { id, updates };
         let fail = |error: CallError| {
             let _ = reply.send(CallUpdate::done(Err(error)));
         };

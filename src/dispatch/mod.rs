@@ -569,10 +569,7 @@ impl Dispatcher {
     }
 
     fn shutdown(&mut self) -> Vec<WorkerHandle> {
-        let entries = self.registry.lock().drain_all();
-        for entry in entries {
-            let _ = entry.reply.send(CallUpdate::done(Err(CallError::Cancelled("nod is shutting down".into()))));
-        }
+        self.registry.stop();
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.into_iter().filter_map(|conn| self.detach(conn)).collect()
     }

@@ -8,6 +8,7 @@
 //! earliest deadline it has seen (`armed`); a caller that registers an earlier one wakes it.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -48,9 +49,9 @@ pub(crate) struct NewCall {
 
 #[derive(Default)]
 pub(crate) struct Table {
-    calls: HashMap<CallId, Entry>,
-    by_wire: HashMap<(ConnId, u64), CallId>,
-    by_token: HashMap<(ConnId, String), CallId>,
+    calls: IdMap<CallId, Entry>,
+    by_wire: IdMap<(ConnId, u64), CallId>,
+    by_token: IdMap<(ConnId, String), CallId>,
     deadlines: BTreeSet<(Instant, CallId)>,
     /// The deadline the dispatcher sleeps until; `None` when it sleeps without one.
     armed: Option<Instant>,
@@ -58,6 +59,48 @@ pub(crate) struct Table {
     closed: HashMap<ConnId, Arc<TransportError>>,
     /// Groups cancelled as a whole: a call started in one fails at once.
     cancelled_groups: HashMap<GroupId, String>,
+    /// The dispatcher has stopped: no call can start.
+    stopped: bool,
+}
+
+/// Why a call ends when the dispatcher stops.
+pub(crate) const STOPPED: &str = "nod is shutting down";
+
+/// The table's maps: every key in them is one nod made (a call's id, a connection's, the wire
+/// id it sent, the progress token it sent), so no one outside can choose keys that collide,
+/// and a multiply-and-rotate hash will do where the default hash would be most of the cost
+/// of starting and finishing a call (a server's text is only ever looked up, never stored).
+type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl IdHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// How a call could not be registered.
@@ -72,6 +115,19 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
+    /// Fails every pending call and refuses new ones: the dispatcher is stopping, and no one
+    /// would enforce their deadlines any more.
+    pub fn stop(&self) {
+        let entries = {
+            let mut table = self.lock();
+            table.stopped = true;
+            table.drain_all()
+        };
+        for entry in entries {
+            let _ = entry.reply.send(CallUpdate::done(Err(CallError::Cancelled(STOPPED.into()))));
+        }
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -81,6 +137,9 @@ impl Registry {
     /// dispatcher must wake up to arm an earlier deadline.
     pub fn start(&self, call: NewCall, outlet: &Outlet, frame: Vec<u8>, now: Instant) -> Result<bool, Refused> {
         let mut table = self.lock();
+        if table.stopped {
+            return Err(Refused::Cancelled(STOPPED.into()));
+        }
         if let Some(cause) = table.closed.get(&call.conn) {
             return Err(Refused::Closed(cause.clone()));
         }

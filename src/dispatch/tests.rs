@@ -337,3 +337,31 @@ fn a_malformed_server_request_gets_invalid_request() {
         assert_eq!(answer["error"]["code"], -32600, "{answer}");
     }
 }
+
+/// A handler that panics, which ends the dispatcher thread it runs on.
+struct Panicking;
+
+impl super::InboundHandler for Panicking {
+    fn request(&self, _: super::ServerRequest, _: super::Responder) {
+        panic!("the handler broke (as this test means it to)");
+    }
+}
+
+/// A call waits on its own channel alone: when the dispatcher thread ends without a shutdown
+/// (a panic), the call still ends, and a call started afterwards fails at once.
+#[test]
+fn a_call_ends_when_the_dispatcher_dies_and_later_calls_are_refused() {
+    let c = connect_with(Arc::new(Panicking));
+    let pending = c.call(method::TOOLS_CALL, WAIT, None);
+    let _ = c.request_id();
+    c.peer.send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "roots/list" }));
+    match outcome(&pending) {
+        Err(CallError::Cancelled(reason)) => assert_eq!(reason, "nod is shutting down"),
+        other => panic!("{other:?}"),
+    }
+    let later = c.call(method::TOOLS_LIST, WAIT, None);
+    match later.updates().try_recv() {
+        Ok(CallUpdate::Done(result)) => assert!(matches!(*result, Err(CallError::Cancelled(_))), "{result:?}"),
+        other => panic!("a call after the dispatcher died must fail at once: {other:?}"),
+    }
+}

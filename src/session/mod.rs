@@ -170,13 +170,19 @@ impl Call {
         &self.pending
     }
 
-    pub fn gone(&self) -> &crossbeam_channel::Receiver<()> {
-        self.pending.gone()
-    }
-
     pub fn id(&self) -> crate::dispatch::CallId {
         self.pending.id
     }
+}
+
+/// A `tools/call`'s params. Built as a map, not with `json!`: that would copy the arguments
+/// by serializing them into a new value, key by key.
+fn tool_params(tool: &str, arguments: &Value) -> Value {
+    // Room for the `_meta` that `start_admitted` adds.
+    let mut params = serde_json::Map::with_capacity(3);
+    params.insert("name".into(), Value::String(tool.to_string()));
+    params.insert("arguments".into(), arguments.clone());
+    Value::Object(params)
 }
 
 impl Session {
@@ -430,16 +436,20 @@ impl Session {
 
     /// Starts `tools/call` with a progress token, in `group` when given.
     pub fn call_tool(&self, tool: &str, arguments: &Value, group: Option<GroupId>) -> Call {
-        let params = json!({ "name": tool, "arguments": arguments });
-        self.start_admitted(method::TOOLS_CALL, params, self.operation_timeout, group, None)
+        self.start_admitted(method::TOOLS_CALL, tool_params(tool, arguments), self.operation_timeout, group, None)
     }
 
     /// `call_tool`, with `admit` asked right before the request goes to the transport (the
     /// agent's permission check; a subagent's view), and again before any retry: a refusal
     /// sends nothing.
     pub fn call_tool_admitted(&self, tool: &str, arguments: &Value, group: Option<GroupId>, admit: Admit) -> Call {
-        let params = json!({ "name": tool, "arguments": arguments });
-        self.start_admitted(method::TOOLS_CALL, params, self.operation_timeout, group, Some(admit))
+        self.start_admitted(
+            method::TOOLS_CALL,
+            tool_params(tool, arguments),
+            self.operation_timeout,
+            group,
+            Some(admit),
+        )
     }
 
     /// Starts a request in `group` after `admit` (if any) allowed it; `tools/call` gets a
@@ -454,7 +464,9 @@ impl Session {
     ) -> Call {
         let token = (method_name == method::TOOLS_CALL).then(|| json!(self.engine.next_call().0));
         if let (Some(token), Some(map)) = (&token, params.as_object_mut()) {
-            map.insert("_meta".into(), json!({ "progressToken": token }));
+            let mut meta = serde_json::Map::with_capacity(1);
+            meta.insert("progressToken".into(), token.clone());
+            map.insert("_meta".into(), Value::Object(meta));
         }
         if let Some(why) = admit.as_ref().and_then(|admit| admit().err()) {
             let pending = PendingCall::failed(self.engine.next_call(), CallError::Refused(why));

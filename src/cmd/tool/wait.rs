@@ -77,7 +77,6 @@ pub fn wait(
                 },
                 Err(_) => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             },
-            recv(pending.gone()) -> _ => return Err(fail(Kind::Interrupted, "nod is shutting down")),
             // A request the server has cancelled already is dropped (CAN-5).
             recv(asks.receiver) -> request => if let Ok(Asked { input, responder, sampling }) = request && !responder.is_cancelled() {
                 if let Some(held) = held.as_deref_mut() {
