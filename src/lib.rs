@@ -30,6 +30,7 @@ pub mod cli;
 pub mod cmd;
 pub mod config;
 pub mod dispatch;
+pub(crate) mod json;
 pub mod jsonrpc;
 pub mod mcp;
 pub(crate) mod net;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::{Exit, print};
 use crate::cli::complete::{self, Names};
 use crate::config::project::Trust;
+use crate::json::Member;
 
 /// The most names kept per server and kind.
 const MAX_NAMES: usize = 2000;
@@ -22,7 +23,7 @@ fn path() -> anyhow::Result<PathBuf> {
 
 /// The `name` fields of listed items.
 pub fn names_of(items: &[Value]) -> Vec<String> {
-    items.iter().filter_map(|i| i.get("name").and_then(Value::as_str)).map(str::to_string).collect()
+    items.iter().filter_map(|i| i.member("name").and_then(Value::as_str)).map(str::to_string).collect()
 }
 
 /// Remembers a server's tool and prompt names (those given), for completion.

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::json::Member;
 use crate::util::terminal_safe;
 
 /// Renders content blocks (tool results, prompt messages). `terminal` makes server text safe
@@ -23,8 +24,8 @@ pub fn blocks(content: &[Value], terminal: bool) -> String {
 /// never copied (a 7 MiB result costs no second 7 MiB).
 pub fn write_blocks(content: &[Value], terminal: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     for block in content {
-        let text = match block.get("type").and_then(Value::as_str) {
-            Some("text") => std::borrow::Cow::Borrowed(block.get("text").and_then(Value::as_str).unwrap_or("")),
+        let text = match block.member("type").and_then(Value::as_str) {
+            Some("text") => std::borrow::Cow::Borrowed(block.member("text").and_then(Value::as_str).unwrap_or("")),
             _ => std::borrow::Cow::Owned(block_text(block)),
         };
         let shown = if terminal { terminal_safe(&text) } else { std::borrow::Cow::Borrowed(text.as_ref()) };

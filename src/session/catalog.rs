@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::Session;
 use crate::dispatch::CallError;
+use crate::json::Member;
 use crate::jsonrpc::METHOD_NOT_FOUND;
 use crate::mcp::method;
 
@@ -96,14 +97,14 @@ impl Listing {
 
     /// The item called `name` (tools, prompts) or with that uri.
     pub fn find(&self, name: &str) -> Option<&Value> {
-        self.items.iter().find(|i| i.get("name").and_then(Value::as_str) == Some(name))
+        self.items.iter().find(|i| i.member("name").and_then(Value::as_str) == Some(name))
     }
 }
 
 /// Whether a tool requires MCP Tasks (`execution.taskSupport: "required"`), which nod does
 /// not implement: it is listed, marked, and never called.
 pub fn requires_task(tool: &Value) -> bool {
-    tool.get("execution").and_then(|e| e.get("taskSupport")).and_then(Value::as_str) == Some("required")
+    tool.member("execution").and_then(|e| e.member("taskSupport")).and_then(Value::as_str) == Some("required")
 }
 
 /// The `x-mcp-header` markings of tool `name` in the latest tools listing (SEP-2243): none
@@ -335,12 +336,12 @@ impl std::fmt::Display for Rejected {
 
 /// Checks the fields nod relies on; everything else is kept verbatim.
 fn check(kind: Kind, item: &Value) -> Result<(), Rejected> {
-    let text = |key: &str| item.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let text = |key: &str| item.member(key).and_then(Value::as_str).filter(|s| !s.is_empty());
     match kind {
         Kind::Tools => {
             let name = text("name").ok_or(Rejected::Nameless("a tool without a name"))?;
-            let schema = item.get("inputSchema").ok_or_else(|| Rejected::NoSchema(name.to_string()))?;
-            if schema.get("type").and_then(Value::as_str) != Some("object") {
+            let schema = item.member("inputSchema").ok_or_else(|| Rejected::NoSchema(name.to_string()))?;
+            if schema.member("type").and_then(Value::as_str) != Some("object") {
                 return Err(Rejected::NotAnObject(name.to_string()));
             }
             if depth(schema) > MAX_SCHEMA_DEPTH {
@@ -356,8 +357,8 @@ fn check(kind: Kind, item: &Value) -> Result<(), Rejected> {
 
 /// A listed tool's schemas, checked against their dialect's meta-schema.
 fn tool_problem(tool: &Value) -> Option<String> {
-    let input = super::schema::problem("inputSchema", &tool["inputSchema"]);
-    input.or_else(|| tool.get("outputSchema").and_then(|schema| super::schema::problem("outputSchema", schema)))
+    let input = super::schema::problem("inputSchema", tool.member("inputSchema").unwrap_or(&Value::Null));
+    input.or_else(|| tool.member("outputSchema").and_then(|schema| super::schema::problem("outputSchema", schema)))
 }
 
 fn depth(value: &Value) -> usize {

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::json::Member;
 use crate::mcp::method;
 
 /// Checks `result`, the answer to `method_name`.
@@ -14,7 +15,7 @@ pub fn check(method_name: &str, result: &Value) -> Result<(), &'static str> {
     let Value::Object(obj) = result else {
         return Err("is not a JSON object");
     };
-    let array = |key: &str| obj.get(key).map(Value::is_array);
+    let array = |key: &str| obj.member(key).map(Value::is_array);
     match method_name {
         method::TOOLS_CALL => {
             match array("content") {
@@ -22,14 +23,14 @@ pub fn check(method_name: &str, result: &Value) -> Result<(), &'static str> {
                 Some(false) => return Err("has a content that is not an array"),
                 Some(true) => {}
             }
-            let blocks = obj["content"].as_array().map(Vec::as_slice).unwrap_or_default();
-            if !blocks.iter().all(|b| b.get("type").is_some_and(Value::is_string)) {
+            let blocks = obj.member("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            if !blocks.iter().all(|b| b.member("type").is_some_and(Value::is_string)) {
                 return Err("has a content block without a type");
             }
-            if obj.get("isError").is_some_and(|e| !e.is_boolean()) {
+            if obj.member("isError").is_some_and(|e| !e.is_boolean()) {
                 return Err("has an isError that is not true or false");
             }
-            if obj.get("structuredContent").is_some_and(|s| !s.is_object()) {
+            if obj.member("structuredContent").is_some_and(|s| !s.is_object()) {
                 return Err("has a structuredContent that is not an object");
             }
         }

@@ -33,6 +33,7 @@ use crate::dispatch::{
     CallError, CallUpdate, ConnShared, Engine, GroupId, InboundHandler, Limit, PendingCall, Progress, ProgressPolicy,
     Request,
 };
+use crate::json::Member;
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
 use crate::oauth::Browser;
@@ -506,7 +507,7 @@ impl Session {
         if let Ok(value) = &result {
             // 2026-07-28 results say what they are: no resultType is a complete result (an
             // older server), an unknown one is not an answer nod can use.
-            match value.get("resultType").and_then(Value::as_str) {
+            match value.member("resultType").and_then(Value::as_str) {
                 None | Some("complete") => {}
                 Some("input_required") if self.is_modern() => {
                     let asked = value.clone();

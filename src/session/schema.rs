@@ -5,6 +5,7 @@
 //! usable. Elicitation answers nod makes up (`--elicit defaults`) are checked against the
 //! requested schema before they are sent (ELI-10).
 
+use crate::json::Member;
 use serde_json::Value;
 
 /// The dialects nod accepts.
@@ -16,7 +17,7 @@ pub enum Dialect {
 
 /// The dialect a schema declares, or why nod cannot use it.
 pub fn dialect(schema: &Value) -> Result<Dialect, String> {
-    match schema.get("$schema") {
+    match schema.member("$schema") {
         None => Ok(Dialect::Draft202012),
         Some(Value::String(uri)) => {
             let uri = uri.trim_end_matches('#');

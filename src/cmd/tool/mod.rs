@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::failure::{Kind, fail};
 use super::render::safe;
 use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
+use crate::json::Member;
 use crate::session::Session;
 use crate::session::catalog::{self, Kind as Catalog, Listing};
 
@@ -35,7 +36,7 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
             line.clear();
             about.clear();
             write_signature(tool, &mut line);
-            about.push_str(super::render::first_line(tool.get("description").and_then(Value::as_str).unwrap_or("")));
+            about.push_str(super::render::first_line(tool.member("description").and_then(Value::as_str).unwrap_or("")));
             write_marks(tool, &listing, &mut about);
             let about = super::render::first_line(&about);
             if !about.is_empty() {
@@ -102,10 +103,10 @@ pub fn signature(tool: &Value) -> String {
 /// `signature`, appended to `out` (on one line).
 fn write_signature(tool: &Value, out: &mut String) {
     let start = out.len();
-    out.push_str(tool.get("name").and_then(Value::as_str).unwrap_or(""));
-    let schema = &tool["inputSchema"];
-    let required = schema.get("required").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-    for (param, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
+    out.push_str(tool.member("name").and_then(Value::as_str).unwrap_or(""));
+    let schema = tool.member("inputSchema").unwrap_or(&Value::Null);
+    let required = schema.member("required").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for (param, property) in schema.member("properties").and_then(Value::as_object).into_iter().flatten() {
         let optional = !required.iter().any(|r| r.as_str() == Some(param));
         out.push_str(if optional { " [" } else { " " });
         out.push_str(param);
@@ -225,7 +226,7 @@ fn write_marks(tool: &Value, listing: &Listing, out: &mut String) {
     if catalog::requires_task(tool) {
         out.push_str(" [task required]");
     }
-    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+    let name = tool.member("name").and_then(Value::as_str).unwrap_or("");
     if let Some(why) = listing.unusable(name) {
         out.push_str(" [unusable: ");
         out.push_str(why);
