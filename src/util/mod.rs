@@ -1,9 +1,15 @@
 //! nod's small standard library: a joining thread guard, a bounded text tail for server
-//! stderr, secret redaction, a one-shot trigger, base64 and terminal-safe text.
+//! stderr, a one-shot trigger, base64, dates; `text` holds secret redaction and
+//! terminal-safe text (re-exported here, where their callers have always found them).
+
+mod text;
+
+pub(crate) use text::is_unsafe_control;
+pub use text::{Redactor, one_line, one_line_cow, redact, redact_urls, terminal_safe};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// Joins its thread when dropped, so no worker outlives its owner.
@@ -111,50 +117,6 @@ pub fn chain(err: &anyhow::Error) -> String {
     out.join(": ")
 }
 
-/// The secret values nod must never print (environment and header values, tokens,
-/// configured server URLs), and the redaction of text that might contain them. A value, shared by clones: the
-/// logger and the front end hold the same one, and a reload adds to it.
-#[derive(Clone, Default)]
-pub struct Redactor {
-    secrets: Arc<RwLock<Vec<String>>>,
-}
-
-/// Never shows what it holds: only how many.
-impl std::fmt::Debug for Redactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let known = self.secrets.read().unwrap_or_else(PoisonError::into_inner);
-        write!(f, "Redactor({} secrets)", known.len())
-    }
-}
-
-impl Redactor {
-    /// Remembers more secrets. Longer ones are replaced first.
-    pub fn add(&self, secrets: impl IntoIterator<Item = String>) {
-        let mut known = self.secrets.write().unwrap_or_else(PoisonError::into_inner);
-        for secret in secrets {
-            if secret.len() >= 4 && !known.contains(&secret) {
-                known.push(secret);
-            }
-        }
-        known.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    }
-
-    /// `redact` with the remembered secrets: for every error and log line nod prints.
-    pub fn redact(&self, text: &str) -> String {
-        self.redact_cow(text).into_owned()
-    }
-
-    /// `redact`, borrowing `text` when it holds no secret.
-    pub fn redact_cow<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        let known = self.secrets.read().unwrap_or_else(PoisonError::into_inner);
-        if known.iter().any(|secret| secret.len() >= 4 && text.contains(secret.as_str())) {
-            std::borrow::Cow::Owned(redact(text, &known))
-        } else {
-            std::borrow::Cow::Borrowed(text)
-        }
-    }
-}
-
 /// A one-shot signal: fired once (Ctrl-C, a cancelled turn), observed by polling, by
 /// `select!` on `receiver()`, or by actions registered with `on_fire`. A value, so one
 /// process can hold several (one per turn) and fire one without the others.
@@ -234,53 +196,6 @@ pub fn seconds(duration: std::time::Duration) -> String {
     format!("{} s", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
-/// Replaces every secret in `text` with `[redacted]`; the rest stays as it is (a resource
-/// URI, a server's own message). Secrets shorter than four bytes are left alone: they would
-/// redact ordinary words.
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_string();
-    for secret in secrets {
-        if secret.len() >= 4 && out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), "[redacted]");
-        }
-    }
-    out
-}
-
-/// Replaces every URL in `text` with `<url>`: for health output, which shows no URL at all.
-pub fn redact_urls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(pos) = rest.find("://") {
-        let before = &rest[..pos];
-        // The scheme starts after the last character that cannot be part of one (which may
-        // be several bytes long: found by the message fuzz target).
-        let scheme_start = before
-            .char_indices()
-            .rev()
-            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.'))
-            .map_or(0, |(i, c)| i + c.len_utf8());
-        if scheme_start == pos {
-            out.push_str(&rest[..pos + 3]);
-            rest = &rest[pos + 3..];
-            continue;
-        }
-        out.push_str(&before[..scheme_start]);
-        out.push_str("<url>");
-        let after = &rest[pos + 3..];
-        let mut end = after
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | ')' | ']'))
-            .unwrap_or(after.len());
-        // Punctuation that ends a sentence is not part of the URL.
-        while end > 0 && matches!(after.as_bytes()[end - 1], b',' | b'.' | b';' | b':' | b'!' | b'?') {
-            end -= 1;
-        }
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// Base64url without padding (PKCE, state).
 pub fn base64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -337,53 +252,6 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Makes server text safe to print on a terminal: control characters other than newline and
-/// tab become U+FFFD, so a server cannot move the cursor or rewrite the screen (LOG-2).
-pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    if plain_ascii(text) || !text.chars().any(is_unsafe_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    std::borrow::Cow::Owned(text.chars().map(|c| if is_unsafe_control(c) { '\u{FFFD}' } else { c }).collect())
-}
-
-/// Printable ASCII only: nothing for `one_line` or `terminal_safe` to change (the common
-/// case, checked a byte at a time before any character is decoded).
-fn plain_ascii(text: &str) -> bool {
-    text.bytes().all(|b| (0x20..0x7f).contains(&b))
-}
-
-/// Characters that move the cursor, rewrite the screen or reorder text on a terminal: C0
-/// and C1 controls other than newline and tab, and bidi overrides.
-pub(crate) fn is_unsafe_control(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
-/// One line of server text for a log or an error: control characters and newlines become
-/// spaces, and bidirectional controls (which reorder what a terminal shows) U+FFFD.
-pub fn one_line(text: &str) -> String {
-    one_line_cow(text).into_owned()
-}
-
-/// `one_line`, borrowing `text` when there is nothing to change.
-pub fn one_line_cow(text: &str) -> std::borrow::Cow<'_, str> {
-    if plain_ascii(text) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                ' '
-            } else if is_unsafe_control(c) {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect::<String>()
-        .into()
-}
-
 /// Days since 1970-01-01 as YYYY-MM-DD (proleptic Gregorian; Howard Hinnant's algorithm).
 pub fn civil_date(days: i64) -> String {
     let z = days + 719_468;
@@ -409,15 +277,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redact_cow_borrows_text_without_secrets() {
-        let redactor = Redactor::default();
-        redactor.add(["canary-secret-1234".to_string()]);
-        assert!(matches!(redactor.redact_cow("nothing here"), std::borrow::Cow::Borrowed(_)));
-        assert_eq!(redactor.redact_cow("a canary-secret-1234 b"), "a [redacted] b");
-        assert_eq!(redactor.redact("a canary-secret-1234 b"), "a [redacted] b");
-    }
-
-    #[test]
     fn tail_keeps_last_lines_bounded() {
         let mut tail = Tail::new(3);
         tail.push(b"one\ntwo\nthr");
@@ -430,24 +289,6 @@ mod tests {
         assert_eq!(short.summary(3), vec!["a", "b"], "nothing scrolled out");
         tail.push(&vec![b'x'; 10_000]);
         assert_eq!(tail.last(1)[0].len(), TAIL_LINE_BYTES);
-    }
-
-    #[test]
-    fn redact_hides_secrets_and_keeps_the_rest() {
-        let secrets = vec!["s3cr3t-canary".to_string(), "https://user:pw@example.com/mcp?x=1".to_string()];
-        let text = "failed: token s3cr3t-canary at https://user:pw@example.com/mcp?x=1 (retry)";
-        assert_eq!(redact(text, &secrets), "failed: token [redacted] at [redacted] (retry)");
-        assert_eq!(redact("Resource demo://nope not found", &secrets), "Resource demo://nope not found");
-        assert_eq!(redact("add \"url\": \"https://...\"", &secrets), "add \"url\": \"https://...\"");
-    }
-
-    #[test]
-    fn redact_urls_hides_every_url() {
-        assert_eq!(redact_urls("at https://user:pw@example.com/mcp?x=1 (retry)"), "at <url> (retry)");
-        assert_eq!(redact_urls("no scheme ://here"), "no scheme ://here");
-        assert_eq!(redact_urls("issuer https://a/b, not https://c."), "issuer <url>, not <url>.");
-        // The reproducer from tests/fuzz (message target): a multi-byte character before "://".
-        assert_eq!(redact_urls("{\"&[{\u{595}so://x"), "{\"&[{\u{595}<url>");
     }
 
     #[test]
@@ -489,19 +330,6 @@ mod tests {
         assert_eq!(base64url(b"\xfb\xff"), "-_8");
         assert_eq!(base64(b"id:secret"), "aWQ6c2VjcmV0");
         assert_eq!(base64_decode(&base64(b"\x00\x01\xfe")).unwrap(), b"\x00\x01\xfe");
-    }
-
-    #[test]
-    fn one_line_neutralises_controls_and_bidi() {
-        assert_eq!(one_line("a\nb\x1b[2J\u{202E}c"), "a b [2J\u{FFFD}c");
-        assert_eq!(one_line("plain: ~{}[]"), "plain: ~{}[]");
-        assert_eq!(one_line("a\x7fb\tc"), "a b c");
-        assert_eq!(terminal_safe("a\x7fb\tc\n"), "a\u{FFFD}b\tc\n");
-    }
-
-    #[test]
-    fn terminal_safe_strips_escapes() {
-        assert_eq!(terminal_safe("a\x1b[2Jb\nc\td"), "a\u{FFFD}[2Jb\nc\td");
     }
 
     #[test]
