@@ -440,7 +440,11 @@ fn a_dropped_call_joins_the_thread_of_its_input_round() {
         }
     }
     let env = Env::new();
-    env.fixture(&["--scenario", "modern-only"], json!({ "operation_timeout_ms": 60000 }));
+    // A server name no other test uses: the thread is found by its name among all of this
+    // process's threads, and other tests run input rounds of their own on `fx` meanwhile.
+    let name = "drop1";
+    let entry = env.fixture_entry(&["--scenario", "modern-only"], json!({ "operation_timeout_ms": 60000 }));
+    env.profile(json!({ "mcp": { name: entry } }));
     let loaded = nod::config::profile::load(&env.path("mcp.json"));
     let (asked_tx, asked) = crossbeam_channel::unbounded();
     let handler = Arc::new(Silent(Mutex::default(), asked_tx));
@@ -454,7 +458,8 @@ fn a_dropped_call_joins_the_thread_of_its_input_round() {
         other => panic!("{other:?}"),
     }
     asked.recv_timeout(wait).expect("the question reached the handler");
-    let round = format!("nod-input:{SERVER}");
+    // "nod-input:drop1" is the 15 bytes a Linux thread name can hold.
+    let round = format!("nod-input:{name}");
     // A new thread names itself once it runs.
     let named = std::time::Instant::now() + wait;
     while !thread_names().contains(&round) {
