@@ -53,10 +53,10 @@ impl Drop for Inner {
 /// A call in flight: its updates arrive on `updates()`, ending with one `Done` (a call
 /// pending when the engine stops is done with `Cancelled`).
 ///
-/// A wait on this channel alone is a plain receive: a receiver woken by the worker's send
-/// reads its answer without taking the channel's waker lock again, which the worker may still
-/// hold (a `select!` over several channels unregisters from each, and on one CPU that is a
-/// wait on the worker and two more context switches per call).
+/// `wait` and `wait_until` are a plain receive on this channel alone: a receiver woken by the
+/// worker's send reads its answer without taking the channel's waker lock again, which the
+/// worker may still hold (a `select!` unregisters from every channel it watched). The tool
+/// wait and the agent's, which also watch the server's questions, still `select!`.
 pub struct PendingCall {
     pub id: CallId,
     updates: Receiver<CallUpdate>,
