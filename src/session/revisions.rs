@@ -38,9 +38,12 @@ struct Pending {
     batches: usize,
     /// (file, key, the entry or None to forget it), in the order recorded.
     changes: Vec<(PathBuf, String, Option<Value>)>,
+    /// The file as read when a batch first asked, kept until the last batch ends: twenty
+    /// servers connecting at once read it once, not twenty times.
+    read: Option<(PathBuf, Map<String, Value>)>,
 }
 
-static PENDING: Mutex<Pending> = Mutex::new(Pending { batches: 0, changes: Vec::new() });
+static PENDING: Mutex<Pending> = Mutex::new(Pending { batches: 0, changes: Vec::new(), read: None });
 
 fn pending() -> MutexGuard<'static, Pending> {
     PENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -61,6 +64,7 @@ impl Drop for Batch {
         let mut pending = pending();
         pending.batches -= 1;
         if pending.batches == 0 {
+            pending.read = None;
             flush(&mut pending);
         }
     }
@@ -110,10 +114,17 @@ fn write(path: &Path, map: Map<String, Value>) {
 /// Whether `config`'s server was found to be of the initialize era lately.
 pub fn known_initialize_era(path: &Path, config: &ServerConfig) -> bool {
     let key = key(config);
-    let held = pending().changes.iter().rev().find(|(p, k, _)| p == path && *k == key).map(|(.., e)| e.clone());
+    let mut pending = pending();
+    let held = pending.changes.iter().rev().find(|(p, k, _)| p == path && *k == key).map(|(.., e)| e.clone());
     let entry = match held {
         Some(entry) => entry,
-        None => read(path).remove(&key),
+        None if pending.batches == 0 => read(path).remove(&key),
+        None => {
+            if pending.read.as_ref().is_none_or(|(p, _)| p != path) {
+                pending.read = Some((path.to_path_buf(), read(path)));
+            }
+            pending.read.as_ref().and_then(|(_, map)| map.get(&key).cloned())
+        }
     };
     entry.is_some_and(|e| fresh(&e))
 }
