@@ -5,8 +5,9 @@
 //! usable. Elicitation answers nod makes up (`--elicit defaults`) are checked against the
 //! requested schema before they are sent (ELI-10).
 
-use crate::json::Member;
 use serde_json::Value;
+
+use crate::json::Member;
 
 /// The dialects nod accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
