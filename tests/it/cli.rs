@@ -277,6 +277,20 @@ fn a_closed_stdout_pipe_ends_nod_quietly() {
 }
 
 #[test]
+fn nod_started_with_stdin_closed_keeps_descriptor_0_from_its_servers() {
+    // Without descriptor 0, the first pipe nod makes for a server would take it, and
+    // `--jsonl` would read the server's answers as its own input lines.
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", "--jsonl"]).closed_stdin().run();
+    out.code(0).within(15.0).stderr_lacks("nod:");
+    assert_eq!(out.text(), "", "no input lines, so no results: {}", out.dump());
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", r#"{"message":"still here"}"#]).closed_stdin().run();
+    out.code(0).stdout_has("still here");
+    env.assert_no_leftovers();
+}
+
+#[test]
 fn committed_man_pages_match_the_generated_ones() {
     let env = Env::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

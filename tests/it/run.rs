@@ -14,6 +14,8 @@ enum Input {
     Null,
     Bytes(Vec<u8>),
     Pipe,
+    /// Descriptor 0 closed, as `nod <&-` starts it.
+    Closed,
 }
 
 /// A nod command line, run with a hard deadline.
@@ -82,6 +84,12 @@ impl Cmd {
     /// Leaves stdin open for the test to write (`Running::take_stdin`).
     pub fn stdin_pipe(mut self) -> Cmd {
         self.input = Input::Pipe;
+        self
+    }
+
+    /// Starts nod with descriptor 0 closed (`nod <&-`).
+    pub fn closed_stdin(mut self) -> Cmd {
+        self.input = Input::Closed;
         self
     }
 
@@ -188,11 +196,20 @@ impl Cmd {
         let mut command = self.command();
         command
             .stdin(match self.input {
-                Input::Null => Stdio::null(),
+                Input::Null | Input::Closed => Stdio::null(),
                 _ => Stdio::piped(),
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if matches!(self.input, Input::Closed) {
+            // SAFETY: close is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                    libc::close(0);
+                    Ok(())
+                });
+            }
+        }
         let started = Instant::now();
         let mut child = command.spawn().expect("start nod");
         let stdin = child.stdin.take();
