@@ -80,7 +80,7 @@ fn call_on(
     let arguments = arguments.unwrap_or_else(|| json!({}));
     let pending = session.call_tool(&call.tool, &arguments, None);
     let label = format!("{}/{}", call.server, call.tool);
-    match wait(session, pending, &mut asks, &label, None)? {
+    match wait(session, pending, &mut asks, &label, None, false)? {
         Outcome::Result(result) => {
             // The tool failed: what the listing says of the arguments may be why.
             if !checked && result.get("isError").and_then(Value::as_bool) == Some(true) {

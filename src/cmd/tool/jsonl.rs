@@ -100,45 +100,48 @@ pub fn run(
         let Some(slot) = slots.pop_front() else { break };
         let (value, failed) = match slot {
             Slot::Ready(value, failed) => (value, failed),
-            Slot::Call(pending, session, line) => match wait(&session, pending, asks, &label, Some(&mut held))? {
-                Outcome::Result(result) => {
-                    if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
-                        // An error a server reports may echo what it was sent.
-                        let text = crate::cmd::render::blocks(
-                            result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
-                            false,
+            Slot::Call(pending, session, line) => {
+                match wait(&session, pending, asks, &label, Some(&mut held), call.parallel == 1)? {
+                    Outcome::Result(result) => {
+                        if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
+                            // An error a server reports may echo what it was sent.
+                            let text = crate::cmd::render::blocks(
+                                result.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
+                                false,
+                            );
+                            let message =
+                                format!("the tool reported an error: {}", crate::util::one_line(text.trim_end()));
+                            let redacted = failure::redact_value(&result, &|t: &str| ctx.redactor.redact(t));
+                            (redacted, Some(Failed { message: ctx.redactor.redact(&message), lost: false }))
+                        } else {
+                            (result, None)
+                        }
+                    }
+                    Outcome::Failed(CallError::Rpc(rpc))
+                        if rpc.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &rpc).is_some() =>
+                    {
+                        stop(&mut slots);
+                        held.flush()?;
+                        return report_input_required(
+                            &url_required(&call.server, &rpc).expect("checked"),
+                            Some(line),
+                            &plain(ctx),
                         );
-                        let message = format!("the tool reported an error: {}", crate::util::one_line(text.trim_end()));
-                        let redacted = failure::redact_value(&result, &|t: &str| ctx.redactor.redact(t));
-                        (redacted, Some(Failed { message: ctx.redactor.redact(&message), lost: false }))
-                    } else {
-                        (result, None)
+                    }
+                    Outcome::Failed(err) => {
+                        let kind = match &err {
+                            CallError::Rpc(_) => Kind::ToolError,
+                            other => failure::call_kind(other),
+                        };
+                        error(kind, failure::call_message(&err), line, Some(&err))
+                    }
+                    Outcome::InputRequired(request) => {
+                        stop(&mut slots);
+                        held.flush()?;
+                        return report_input_required(&request, Some(line), &plain(ctx));
                     }
                 }
-                Outcome::Failed(CallError::Rpc(rpc))
-                    if rpc.code == URL_ELICITATION_REQUIRED && url_required(&call.server, &rpc).is_some() =>
-                {
-                    stop(&mut slots);
-                    held.flush()?;
-                    return report_input_required(
-                        &url_required(&call.server, &rpc).expect("checked"),
-                        Some(line),
-                        &plain(ctx),
-                    );
-                }
-                Outcome::Failed(err) => {
-                    let kind = match &err {
-                        CallError::Rpc(_) => Kind::ToolError,
-                        other => failure::call_kind(other),
-                    };
-                    error(kind, failure::call_message(&err), line, Some(&err))
-                }
-                Outcome::InputRequired(request) => {
-                    stop(&mut slots);
-                    held.flush()?;
-                    return report_input_required(&request, Some(line), &plain(ctx));
-                }
-            },
+            }
         };
         if let Some(failed) = failed {
             failures.push(failed);

@@ -2,9 +2,11 @@
 //! questions (`Asks`), the call's progress on stderr, how it ended (`Outcome`), and the typed
 //! input-required report when a question could not be answered.
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, select};
+use crossbeam_channel::{Receiver, TryRecvError, select};
 use serde_json::{Value, json};
 
 use crate::cmd::failure::{Kind, fail};
@@ -55,65 +57,136 @@ pub enum Outcome {
 ///
 /// `held` is output written but not yet flushed (`--jsonl`'s earlier results): it goes out
 /// when it is due, or before a person is asked, so waiting never holds a result back.
+/// `stream` is a sequential `--jsonl` stream, whose caller may spin for a fast answer.
 pub fn wait(
     session: &Session,
     mut pending: Call,
     asks: &mut Asks<'_, '_>,
     label: &str,
     mut held: Option<&mut HeldLines>,
+    stream: bool,
 ) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
         let due = held.as_deref().and_then(HeldLines::due).map_or_else(crossbeam_channel::never, crossbeam_channel::at);
-        select! {
-            recv(due) -> _ => if let Some(held) = held.as_deref_mut() { held.flush()? },
-            recv(pending.updates()) -> update => match update {
-                Ok(CallUpdate::Progress(p)) => shown.show(&p),
-                Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, *result) {
-                    Some(Ok(result)) => return Ok(Outcome::Result(result)),
-                    Some(Err(err)) => return Ok(Outcome::Failed(err)),
-                    // Replayed on a new session: keep waiting.
-                    None => {}
+        let early = if stream { soon(pending.updates()) } else { None };
+        let update = match early {
+            Some(update) => update,
+            None => select! {
+                recv(due) -> _ => {
+                    if let Some(held) = held.as_deref_mut() {
+                        held.flush()?;
+                    }
+                    continue;
                 },
-                Err(_) => return Err(fail(Kind::Interrupted, "nod is shutting down")),
+                recv(pending.updates()) -> update => update,
+                recv(asks.receiver) -> request => {
+                    if let Some(outcome) = asked(session, &pending, asks, &mut held, request)? {
+                        return Ok(outcome);
+                    }
+                    continue;
+                },
             },
-            // A request the server has cancelled already is dropped (CAN-5).
-            recv(asks.receiver) -> request => if let Ok(Asked { input, responder, sampling }) = request && !responder.is_cancelled() {
-                if let Some(held) = held.as_deref_mut() {
-                    held.flush()?;
-                }
-                if let Some(asked) = sampling {
-                    // A server's sampling request: the person decides, as for elicitation.
-                    let answer = asks.person.as_deref_mut().map(|person| {
-                        crate::cmd::form::approve(person, &crate::agent::sampling_approval(&asked))
-                    });
-                    let cancelled = matches!(answer, Some(crate::agent::Answer::Cancel));
-                    responder.respond(Ok(crate::agent::sampling_answer(answer)));
-                    if cancelled {
-                        return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
-                    }
-                    continue;
-                }
-                if let Some(answer) = crate::session::elicit::answer(asks.answering, &input) {
-                    responder.respond(Ok(answer));
-                    continue;
-                }
-                if let Some(person) = asks.person.as_deref_mut() {
-                    match crate::cmd::form::elicit(person, &input) {
-                        Ok(answer) => responder.respond(Ok(answer)),
-                        Err(Interrupted) => {
-                            responder.respond(Ok(json!({ "action": "cancel" })));
-                            return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
-                        }
-                    }
-                    continue;
-                }
-                // The call is cancelled before the server hears the answer, so a fast server
-                // cannot finish the call in between (the frames leave in this order).
-                session.cancel(&pending, "the server asked for input that nod could not collect");
+        };
+        match update {
+            Ok(CallUpdate::Progress(p)) => shown.show(&p),
+            Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, *result) {
+                Some(Ok(result)) => return Ok(Outcome::Result(result)),
+                Some(Err(err)) => return Ok(Outcome::Failed(err)),
+                // Replayed on a new session: keep waiting.
+                None => {}
+            },
+            Err(_) => return Err(fail(Kind::Interrupted, "nod is shutting down")),
+        }
+    }
+}
+
+/// A question from the server during the call, answered or put to the person; the outcome
+/// when the call cannot go on (input required).
+fn asked(
+    session: &Session,
+    pending: &Call,
+    asks: &mut Asks<'_, '_>,
+    held: &mut Option<&mut HeldLines>,
+    request: Result<Asked, crossbeam_channel::RecvError>,
+) -> anyhow::Result<Option<Outcome>> {
+    // A request the server has cancelled already is dropped (CAN-5).
+    let Ok(Asked { input, responder, sampling }) = request else { return Ok(None) };
+    if responder.is_cancelled() {
+        return Ok(None);
+    }
+    if let Some(held) = held.as_deref_mut() {
+        held.flush()?;
+    }
+    if let Some(asked) = sampling {
+        // A server's sampling request: the person decides, as for elicitation.
+        let answer = asks
+            .person
+            .as_deref_mut()
+            .map(|person| crate::cmd::form::approve(person, &crate::agent::sampling_approval(&asked)));
+        let cancelled = matches!(answer, Some(crate::agent::Answer::Cancel));
+        responder.respond(Ok(crate::agent::sampling_answer(answer)));
+        if cancelled {
+            return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
+        }
+        return Ok(None);
+    }
+    if let Some(answer) = crate::session::elicit::answer(asks.answering, &input) {
+        responder.respond(Ok(answer));
+        return Ok(None);
+    }
+    if let Some(person) = asks.person.as_deref_mut() {
+        match crate::cmd::form::elicit(person, &input) {
+            Ok(answer) => responder.respond(Ok(answer)),
+            Err(Interrupted) => {
                 responder.respond(Ok(json!({ "action": "cancel" })));
-                return Ok(Outcome::InputRequired(input));
-            },
+                return Err(fail(Kind::Interrupted, "interrupted while answering the server"));
+            }
+        }
+        return Ok(None);
+    }
+    // The call is cancelled before the server hears the answer, so a fast server cannot
+    // finish the call in between (the frames leave in this order).
+    session.cancel(pending, "the server asked for input that nod could not collect");
+    responder.respond(Ok(json!({ "action": "cancel" })));
+    Ok(Some(Outcome::InputRequired(input)))
+}
+
+/// How long the caller of a sequential stream, with a CPU to spare, looks for its answer
+/// before it sleeps: a fast server answers within it, and the answer is taken without the
+/// worker waking this thread (on a virtual machine a wakeup across CPUs costs more than a
+/// fast server's round trip). With calls in flight (`--parallel`) the worker is busy and a
+/// sleeping caller costs nothing, so there it does not spin.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Spins in a row that found no answer; after `n` of them only one call in `2^n` (at most
+/// one in 64) spins, so a slow server costs almost no spinning, and a fast one spins again
+/// as soon as one spin finds its answer.
+static MISSES: AtomicU32 = AtomicU32::new(0);
+static SKIPPED: AtomicU32 = AtomicU32::new(0);
+
+/// The call's next update if it comes within `SPIN`, where more than one CPU is ours; at
+/// once `None` on one CPU, where spinning would only keep the server from running.
+fn soon(updates: &Receiver<CallUpdate>) -> Option<Result<CallUpdate, crossbeam_channel::RecvError>> {
+    static SPARE: OnceLock<bool> = OnceLock::new();
+    let spare = *SPARE.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1));
+    let misses = MISSES.load(Ordering::Relaxed);
+    if !spare || (misses > 0 && !SKIPPED.fetch_add(1, Ordering::Relaxed).is_multiple_of(1 << misses.min(6))) {
+        return None;
+    }
+    let start = Instant::now();
+    loop {
+        match updates.try_recv() {
+            Ok(update) => {
+                MISSES.store(0, Ordering::Relaxed);
+                return Some(Ok(update));
+            }
+            Err(TryRecvError::Disconnected) => return Some(Err(crossbeam_channel::RecvError)),
+            Err(TryRecvError::Empty) if start.elapsed() >= SPIN => {
+                MISSES.store(misses.saturating_add(1), Ordering::Relaxed);
+                return None;
+            }
+            Err(TryRecvError::Empty) => std::hint::spin_loop(),
         }
     }
 }
