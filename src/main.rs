@@ -8,8 +8,9 @@
 //! here: SIGPIPE ignored (a closed pipe is an error on the write, not the end of nod), the
 //! standard descriptors open (so a server's pipe can never take number 0, 1 or 2), a panic
 //! in the main thread unwound (dropping the servers it owns) and answered with exit 101, and
-//! standard output flushed at the end. Elsewhere std's `main` does it all.
-#![cfg_attr(target_os = "linux", no_main)]
+//! standard output flushed at the end. Elsewhere, and in the unit-test build of this file,
+//! std's `main` does it all.
+#![cfg_attr(all(target_os = "linux", not(test)), no_main)]
 
 use std::io::Write;
 
@@ -17,7 +18,7 @@ use nod::cmd::Context;
 use nod::cmd::interrupt::Signals;
 use nod::util::{Redactor, Trigger};
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(test)))]
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
     // SAFETY: setting a signal's disposition before any thread exists; `fill_standard_fds`
@@ -32,13 +33,13 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
     code.into()
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), test))]
 fn main() -> std::process::ExitCode {
     std::process::ExitCode::from(run())
 }
 
 /// Opens `/dev/null` on any of descriptors 0-2 that is closed, as std's start-up does.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(test)))]
 unsafe fn fill_standard_fds() {
     let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
     // SAFETY: `fds` is a valid array of three pollfd for the duration of the call.
