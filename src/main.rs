@@ -8,7 +8,8 @@
 //! here: SIGPIPE ignored (a closed pipe is an error on the write, not the end of nod), the
 //! standard descriptors open (so a server's pipe can never take number 0, 1 or 2), a panic
 //! in the main thread unwound (dropping the servers it owns) and answered with exit 101, and
-//! standard output flushed at the end. Elsewhere, and in the unit-test build of this file,
+//! standard output flushed at the end. (A panic there names the thread `<unnamed>`: std names
+//! the main thread in its start-up.) Elsewhere, and in the unit-test build of this file,
 //! std's `main` does it all.
 #![cfg_attr(all(target_os = "linux", not(test)), no_main)]
 
@@ -77,6 +78,7 @@ fn run() -> u8 {
     let ctx = Context { redactor, interrupt, options: Default::default(), signals: Some(signals) };
     nod::cmd::run(command, &ctx) as u8
 }
+
 /// `NOD_LOG` (else `RUST_LOG`, else warn) to stderr (or `file`, appended), every line
 /// redacted, the HTTP stack's debug and trace records dropped (see `cmd::logging`).
 #[allow(clippy::print_stderr)]
