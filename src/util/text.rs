@@ -105,9 +105,16 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Printable ASCII only: nothing for `one_line` or `terminal_safe` to change (the common
-/// case, checked a byte at a time before any character is decoded).
+/// case, checked before any character is decoded). Sixteen bytes at a time without an early
+/// exit inside a block, which the compiler turns into vector compares: a byte-at-a-time
+/// check was a seventh of the command thread's work in a 1,000-tool listing.
 fn plain_ascii(text: &str) -> bool {
-    text.bytes().all(|b| (0x20..0x7f).contains(&b))
+    fn printable(b: u8) -> bool {
+        b.wrapping_sub(0x20) < 0x5f
+    }
+    let mut blocks = text.as_bytes().chunks_exact(16);
+    blocks.all(|block| block.iter().fold(true, |all, &b| all & printable(b)))
+        && blocks.remainder().iter().all(|&b| printable(b))
 }
 
 /// Characters that move the cursor, rewrite the screen or reorder text on a terminal: C0
@@ -179,6 +186,24 @@ mod tests {
         assert_eq!(one_line("plain: ~{}[]"), "plain: ~{}[]");
         assert_eq!(one_line("a\x7fb\tc"), "a b c");
         assert_eq!(terminal_safe("a\x7fb\tc\n"), "a\u{FFFD}b\tc\n");
+    }
+
+    #[test]
+    fn one_line_finds_a_control_at_every_place_of_a_long_line() {
+        // In a block of sixteen, at a block's edge and in the tail after the last block.
+        for len in [1, 15, 16, 17, 40] {
+            for at in 0..len {
+                for bad in ['\x1f', '\x7f', '\u{85}', '\u{202E}'] {
+                    let mut text: String = (0..len).map(|i| char::from(b' ' + (i % 95) as u8)).collect();
+                    text.replace_range(at..at + 1, &bad.to_string());
+                    assert!(!plain_ascii(&text), "{bad:?} at {at} of {len}");
+                    assert!(!one_line(&text).contains(bad), "{bad:?} at {at} of {len}");
+                }
+            }
+            let plain: String = (0..len).map(|i| char::from(b' ' + (i % 95) as u8)).collect();
+            assert!(plain_ascii(&plain));
+            assert!(matches!(one_line_cow(&plain), std::borrow::Cow::Borrowed(_)));
+        }
     }
 
     #[test]
