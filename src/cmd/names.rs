@@ -53,10 +53,11 @@ pub fn remember_all(servers: Vec<Listed>) {
         }
         for (key, names) in [("tools", tools), ("prompts", prompts)] {
             if let Some(names) = names {
-                let kept: Vec<String> = names.into_iter().filter(|n| complete::shell_safe(n)).take(MAX_NAMES).collect();
-                let kept = json!(kept);
-                if entry.get(key) != Some(&kept) {
-                    entry[key] = kept;
+                // The names move into the value: `json!` would copy each through the serializer.
+                let kept: Vec<Value> =
+                    names.into_iter().filter(|n| complete::shell_safe(n)).take(MAX_NAMES).map(Value::String).collect();
+                if entry.get(key).and_then(Value::as_array) != Some(&kept) {
+                    entry[key] = Value::Array(kept);
                     changed = true;
                 }
             }

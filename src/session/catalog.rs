@@ -344,7 +344,7 @@ fn check(kind: Kind, item: &Value) -> Result<(), Rejected> {
             if schema.member("type").and_then(Value::as_str) != Some("object") {
                 return Err(Rejected::NotAnObject(name.to_string()));
             }
-            if depth(schema) > MAX_SCHEMA_DEPTH {
+            if deeper_than(schema, MAX_SCHEMA_DEPTH) {
                 return Err(Rejected::TooDeep(name.to_string()));
             }
             Ok(())
@@ -361,10 +361,46 @@ fn tool_problem(tool: &Value) -> Option<String> {
     input.or_else(|| tool.member("outputSchema").and_then(|schema| super::schema::problem("outputSchema", schema)))
 }
 
-fn depth(value: &Value) -> usize {
+/// Whether `value` nests more than `limit` objects and arrays deep (the value itself counted).
+/// Scalars are passed over without a call, and the walk stops at the first path too deep.
+fn deeper_than(value: &Value, limit: usize) -> bool {
+    let nested = |child: &Value| matches!(child, Value::Object(_) | Value::Array(_)) && deeper_than(child, limit - 1);
     match value {
-        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
-        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
-        _ => 0,
+        Value::Object(map) => limit == 0 || map.values().any(nested),
+        Value::Array(items) => limit == 0 || items.iter().any(nested),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A tool schema `levels` objects deep: the schema, then a property inside a property.
+    fn nested(levels: usize) -> Value {
+        let mut schema = json!({"type": "string"});
+        for _ in 1..levels {
+            // Each level adds two: the object and its "properties" map.
+            schema = json!({"type": "object", "properties": {"a": schema}});
+        }
+        schema
+    }
+
+    #[test]
+    fn a_schema_as_deep_as_the_limit_is_kept_and_one_deeper_is_refused() {
+        let tool = |schema: Value| json!({"name": "t", "inputSchema": {"type": "object", "properties": {"x": schema}}});
+        // The tool's own schema and its properties map are two levels, the array schema one,
+        // `nested(n)` 2n - 1: 64 in all, and 65 with the items in an array of their own.
+        assert_eq!(MAX_SCHEMA_DEPTH, 64);
+        let deepest = tool(json!({"type": "array", "items": nested(31)}));
+        assert_eq!(check(Kind::Tools, &deepest), Ok(()));
+        let too_deep = tool(json!({"type": "array", "items": [nested(31)]}));
+        assert!(matches!(check(Kind::Tools, &too_deep), Err(Rejected::TooDeep(name)) if name == "t"));
+        // Scalars and empty containers at the limit do not count past it.
+        assert!(!deeper_than(&json!([[1, "a", null], {}]), 3));
+        assert!(deeper_than(&json!([[1, "a", null], {}]), 1));
+        assert!(!deeper_than(&json!(7), 0));
+        assert!(deeper_than(&json!({}), 0));
     }
 }
