@@ -11,8 +11,19 @@
 //!
 //! Only nod's own threads take it. A server inherits the policy of the thread that starts
 //! it, so that thread steps back to the normal policy for the spawn (`normal_for`).
+//!
+//! A sequential stream of calls (`tool call --jsonl` without `--parallel`) with a CPU to
+//! spare also keeps its threads awake a moment between answers: the caller looks for its
+//! answer before it sleeps, and the server's worker looks for the next answer before it
+//! sleeps (`linger_after_answers`). On a virtual machine a sleeping CPU takes tens of
+//! microseconds to wake, more than a fast server's round trip; with neither CPU asleep, the
+//! answer and the next request cross without a wakeup. Each look gives up after a short
+//! while, and one that found nothing makes the next rarer (`Backoff`), so a slow server
+//! costs almost no CPU.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
 
 static BATCH: AtomicBool = AtomicBool::new(false);
 
@@ -34,6 +45,72 @@ pub fn normal_for<T>(spawn: impl FnOnce() -> T) -> T {
     let result = spawn();
     set(Policy::Batch);
     result
+}
+
+/// How long the worker of a sequential stream looks for the next answer before it sleeps.
+pub const LINGER: Duration = Duration::from_micros(50);
+
+static LINGERING: AtomicBool = AtomicBool::new(false);
+
+/// The workers' looks after an answer, one backoff for all: a stream has one server. Two
+/// misses in a row are forgiven: a worker that stops looking lets its CPU sleep, and the
+/// caller's own look then misses too.
+static LINGERS: Backoff = Backoff::new(2);
+
+/// From now on the stdio workers look for the next answer a moment before they sleep, where
+/// more than one CPU is ours (on one, looking would only keep the server from running).
+pub fn linger_after_answers() {
+    if spare_cpu() {
+        LINGERING.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether a worker that has just read an answer should look for the next one now.
+pub fn linger_now() -> bool {
+    LINGERING.load(Ordering::Relaxed) && LINGERS.try_now()
+}
+
+/// What a worker's look found.
+pub fn lingered(found: bool) {
+    LINGERS.found(found);
+}
+
+/// Whether more than one CPU is ours.
+pub fn spare_cpu() -> bool {
+    static SPARE: OnceLock<bool> = OnceLock::new();
+    *SPARE.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+}
+
+/// How often a look for something that may come soon is worth making: after `grace + n`
+/// looks in a row that found nothing, only one in `2^n` (at most one in 64) is made, and a
+/// look that finds something makes the next one at once.
+pub struct Backoff {
+    grace: u32,
+    misses: AtomicU32,
+    skipped: AtomicU32,
+}
+
+impl Backoff {
+    pub const fn new(grace: u32) -> Backoff {
+        Backoff { grace, misses: AtomicU32::new(0), skipped: AtomicU32::new(0) }
+    }
+
+    /// Whether to look this time.
+    pub fn try_now(&self) -> bool {
+        let Some(over) = self.misses.load(Ordering::Relaxed).checked_sub(self.grace).filter(|&n| n > 0) else {
+            return true;
+        };
+        self.skipped.fetch_add(1, Ordering::Relaxed).is_multiple_of(1 << over.min(6))
+    }
+
+    pub fn found(&self, found: bool) {
+        if found {
+            self.misses.store(0, Ordering::Relaxed);
+        } else {
+            let misses = self.misses.load(Ordering::Relaxed);
+            self.misses.store(misses.saturating_add(1), Ordering::Relaxed);
+        }
+    }
 }
 
 enum Policy {
@@ -64,6 +141,25 @@ mod tests {
     fn policy_of(pid: libc::pid_t) -> i32 {
         // SAFETY: a plain query of a thread's or process's policy.
         unsafe { libc::sched_getscheduler(pid) }
+    }
+
+    #[test]
+    fn a_look_that_finds_nothing_makes_the_next_ones_rarer_and_a_find_restores_them() {
+        let backoff = Backoff::new(1);
+        assert!((0..10).all(|_| backoff.try_now()), "no misses: every look is made");
+        backoff.found(false);
+        assert!((0..10).all(|_| backoff.try_now()), "one miss is forgiven");
+        backoff.found(false);
+        backoff.found(false);
+        let made = (0..64).filter(|_| backoff.try_now()).count();
+        assert_eq!(made, 16, "three misses, one forgiven: one look in four");
+        for _ in 0..10 {
+            backoff.found(false);
+        }
+        let made = (0..640).filter(|_| backoff.try_now()).count();
+        assert_eq!(made, 10, "at most one in 64");
+        backoff.found(true);
+        assert!((0..10).all(|_| backoff.try_now()), "a find: every look again");
     }
 
     #[test]

@@ -163,8 +163,10 @@ impl Worker {
 
     fn run(mut self) {
         let mut events = Events::with_capacity(16);
+        // Until when this worker looks for the next answer before it sleeps (sched::LINGER).
+        let mut linger: Option<Instant> = None;
         loop {
-            let timeout = match self.phase {
+            let mut timeout = match self.phase {
                 _ if self.more_stdout => Some(Duration::ZERO),
                 Phase::Running if self.child.exit_fd().is_none() => Some(Duration::from_millis(100)),
                 Phase::Running => None,
@@ -172,6 +174,16 @@ impl Worker {
                     Some(at.saturating_duration_since(Instant::now()))
                 }
             };
+            if let (None, Some(until)) = (timeout, linger) {
+                if Instant::now() < until {
+                    // Others on this CPU (the server) go first.
+                    std::thread::yield_now();
+                    timeout = Some(Duration::ZERO);
+                } else {
+                    linger = None;
+                    super::sched::lingered(false);
+                }
+            }
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == ErrorKind::Interrupted {
                     continue;
@@ -196,6 +208,12 @@ impl Worker {
             }
             if readable {
                 self.read_stdout(Drain::UntilShort);
+                if linger.take().is_some() {
+                    super::sched::lingered(true);
+                }
+                if super::sched::linger_now() {
+                    linger = Some(Instant::now() + super::sched::LINGER);
+                }
             }
             // After a read that stopped at its budget the waker may have fired unseen.
             if wake || self.more_stdout {

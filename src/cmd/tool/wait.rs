@@ -2,8 +2,6 @@
 //! questions (`Asks`), the call's progress on stderr, how it ended (`Outcome`), and the typed
 //! input-required report when a question could not be answered.
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, TryRecvError, select};
@@ -16,6 +14,7 @@ use crate::cmd::{Context, Exit, print, print_json};
 use crate::dispatch::{CallError, CallUpdate, Progress};
 use crate::session::elicit::{Answering, Asked, InputRequired};
 use crate::session::{Call, Session};
+use crate::transport::sched::{Backoff, spare_cpu};
 
 /// Who answers the questions a server asks during a call.
 pub struct Asks<'a, 'p> {
@@ -159,31 +158,25 @@ fn asked(
 /// sleeping caller costs nothing, so there it does not spin.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// Spins in a row that found no answer; after `n` of them only one call in `2^n` (at most
-/// one in 64) spins, so a slow server costs almost no spinning, and a fast one spins again
-/// as soon as one spin finds its answer.
-static MISSES: AtomicU32 = AtomicU32::new(0);
-static SKIPPED: AtomicU32 = AtomicU32::new(0);
+/// The callers' spins, one backoff for all: a slow server makes them rare.
+static SPINS: Backoff = Backoff::new(0);
 
 /// The call's next update if it comes within `SPIN`, where more than one CPU is ours; at
 /// once `None` on one CPU, where spinning would only keep the server from running.
 fn soon(updates: &Receiver<CallUpdate>) -> Option<Result<CallUpdate, crossbeam_channel::RecvError>> {
-    static SPARE: OnceLock<bool> = OnceLock::new();
-    let spare = *SPARE.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1));
-    let misses = MISSES.load(Ordering::Relaxed);
-    if !spare || (misses > 0 && !SKIPPED.fetch_add(1, Ordering::Relaxed).is_multiple_of(1 << misses.min(6))) {
+    if !spare_cpu() || !SPINS.try_now() {
         return None;
     }
     let start = Instant::now();
     loop {
         match updates.try_recv() {
             Ok(update) => {
-                MISSES.store(0, Ordering::Relaxed);
+                SPINS.found(true);
                 return Some(Ok(update));
             }
             Err(TryRecvError::Disconnected) => return Some(Err(crossbeam_channel::RecvError)),
             Err(TryRecvError::Empty) if start.elapsed() >= SPIN => {
-                MISSES.store(misses.saturating_add(1), Ordering::Relaxed);
+                SPINS.found(false);
                 return None;
             }
             Err(TryRecvError::Empty) => std::hint::spin_loop(),
