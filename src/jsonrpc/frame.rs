@@ -6,6 +6,8 @@
 //! writes an endless line costs nod 8 MiB, not all of its memory. `Lines` frames a blocking
 //! reader the same way (nod's own stdin as an ACP agent), and goes on after a bad line.
 
+use memchr::memchr;
+
 /// The largest frame nod sends or accepts, newline excluded.
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
 
@@ -168,24 +170,6 @@ pub fn check_outgoing(frame: &[u8]) -> Result<(), FrameError> {
     if frame.len() > MAX_FRAME + 1 { Err(FrameError::TooLarge) } else { Ok(()) }
 }
 
-/// Finds a byte eight at a time (the classic "has zero byte" trick), since large frames
-/// are scanned for their newline on every read.
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let pattern = LO * u64::from(needle);
-    let mut chunks = haystack.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes")) ^ pattern;
-        if (word.wrapping_sub(LO) & !word & HI) != 0 {
-            return chunk.iter().position(|&b| b == needle).map(|i| offset + i);
-        }
-        offset += 8;
-    }
-    chunks.remainder().iter().position(|&b| b == needle).map(|i| offset + i)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,18 +219,6 @@ mod tests {
         assert!(check_outgoing(&line).is_ok());
         line.insert(0, b'x');
         assert_eq!(check_outgoing(&line), Err(FrameError::TooLarge));
-    }
-
-    #[test]
-    fn memchr_finds_every_position() {
-        for len in 0..40 {
-            for at in 0..len {
-                let mut bytes = vec![b'a'; len];
-                bytes[at] = b'\n';
-                assert_eq!(memchr(b'\n', &bytes), Some(at));
-            }
-            assert_eq!(memchr(b'\n', &vec![0x8a; len]), None);
-        }
     }
 
     #[test]
