@@ -143,7 +143,7 @@ pub const FLAGS: &[Flag] = &[
         long: "parallel",
         short: None,
         value: Some("N"),
-        about: "With --jsonl: keep up to N calls in flight on the one connection (1 to 256; default 1). With 1 and more than one CPU, nod looks for each answer for up to 50 us before it sleeps, so a fast server's answers come without a wakeup; a slow server soon makes it stop looking.",
+        about: "With --jsonl: keep up to N calls in flight on the one connection (1 to 256; default 1). With 1 and more than one CPU, nod looks for each answer for up to 50 us before it sleeps, so a fast server's answers come without a wakeup; a slow server soon makes it look rarely.",
     },
     Flag {
         long: "elicit",

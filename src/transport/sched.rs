@@ -50,24 +50,41 @@ pub fn normal_for<T>(spawn: impl FnOnce() -> T) -> T {
 /// How long the worker of a sequential stream looks for the next answer before it sleeps.
 pub const LINGER: Duration = Duration::from_micros(50);
 
-static LINGERING: AtomicBool = AtomicBool::new(false);
+/// Sequential streams running now (`Lingering` guards alive).
+static LINGERING: AtomicU32 = AtomicU32::new(0);
 
 /// The workers' looks after an answer, one backoff for all: a stream has one server. Two
 /// misses in a row are forgiven: a worker that stops looking lets its CPU sleep, and the
 /// caller's own look then misses too.
 static LINGERS: Backoff = Backoff::new(2);
 
-/// From now on the stdio workers look for the next answer a moment before they sleep, where
-/// more than one CPU is ours (on one, looking would only keep the server from running).
-pub fn linger_after_answers() {
-    if spare_cpu() {
-        LINGERING.store(true, Ordering::Relaxed);
+/// While the guard lives, the stdio workers look for the next answer a moment before they
+/// sleep, where more than one CPU is ours (on one, looking would only keep the server from
+/// running). A long-lived surface (the shell runs `tool call --jsonl` too) stops looking when
+/// the stream ends.
+pub fn linger_after_answers() -> Lingering {
+    let counted = spare_cpu();
+    if counted {
+        LINGERING.fetch_add(1, Ordering::Relaxed);
+    }
+    Lingering { counted }
+}
+
+pub struct Lingering {
+    counted: bool,
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        if self.counted {
+            LINGERING.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
 /// Whether a worker that has just read an answer should look for the next one now.
 pub fn linger_now() -> bool {
-    LINGERING.load(Ordering::Relaxed) && LINGERS.try_now()
+    LINGERING.load(Ordering::Relaxed) > 0 && LINGERS.try_now()
 }
 
 /// What a worker's look found.
@@ -160,6 +177,18 @@ mod tests {
         assert_eq!(made, 10, "at most one in 64");
         backoff.found(true);
         assert!((0..10).all(|_| backoff.try_now()), "a find: every look again");
+    }
+
+    #[test]
+    fn workers_look_after_answers_only_while_a_stream_holds_its_guard_and_a_cpu_is_spare() {
+        assert!(!linger_now(), "no stream: no looking");
+        let first = linger_after_answers();
+        assert_eq!(linger_now(), spare_cpu());
+        let second = linger_after_answers();
+        drop(first);
+        assert_eq!(linger_now(), spare_cpu(), "another stream still runs");
+        drop(second);
+        assert!(!linger_now(), "every stream ended: no looking");
     }
 
     #[test]
