@@ -125,9 +125,13 @@ pub(crate) struct Cache {
 /// Lists `kind` to the end. A cached listing is reused until a `list_changed` arrives.
 /// Errors name the server.
 pub fn list(session: &Session, kind: Kind) -> anyhow::Result<Arc<Listing>> {
+    list_until(session, kind, deadline(session)).map_err(|e| e.context(format!("server {}", session.name)))
+}
+
+/// A whole listing's deadline: every page may take the operation timeout.
+fn deadline(session: &Session) -> Instant {
     let deadline = Instant::now().checked_add(session.operation_timeout * MAX_PAGES as u32);
-    let deadline = deadline.unwrap_or_else(|| crate::dispatch::far_future(Instant::now()));
-    list_until(session, kind, deadline).map_err(|e| e.context(format!("server {}", session.name)))
+    deadline.unwrap_or_else(|| crate::dispatch::far_future(Instant::now()))
 }
 
 /// Like `list`, with every page's request also bounded by `deadline` (the startup deadline
@@ -223,9 +227,42 @@ fn page_timeout(session: &Session, deadline: Instant) -> Duration {
     session.operation_timeout.min(deadline.saturating_duration_since(Instant::now()))
 }
 
+/// Lists `kind` to the end as `list` does, handing each page's items (with their
+/// `unusable` marks) to `on_page` as it arrives instead of keeping them all: what a one-shot
+/// listing prints needs one page in memory at a time, where the whole listing of 1,000 tools
+/// is about 3 MiB of parsed values. The listing returned has no items, only what was
+/// rejected. A listing the session holds (fresh or stale) is handed over whole as one page;
+/// one fetched here is not cached, so a later `list` fetches it again.
+pub fn list_pages(session: &Session, kind: Kind, on_page: &mut dyn FnMut(&Listing)) -> anyhow::Result<Listing> {
+    let named = |e: anyhow::Error| e.context(format!("server {}", session.name));
+    match cached(session, kind).map_err(named)? {
+        Cached::Stale(None, _) => fetch_pages(session, kind, deadline(session), None, Some(on_page)).map_err(named),
+        // A stale listing is what serves when listing again fails: the whole road of `list`.
+        Cached::Fresh(_) | Cached::Stale(Some(_), _) => {
+            let listing = list(session, kind)?;
+            on_page(&listing);
+            Ok(Listing { rejected: listing.rejected.clone(), ttl: listing.ttl, ..Listing::default() })
+        }
+    }
+}
+
 /// Fetches `kind` page by page; `first` is its first page's request when already sent.
-fn fetch(session: &Session, kind: Kind, deadline: Instant, mut first: Option<super::Call>) -> anyhow::Result<Listing> {
+fn fetch(session: &Session, kind: Kind, deadline: Instant, first: Option<super::Call>) -> anyhow::Result<Listing> {
+    fetch_pages(session, kind, deadline, first, None)
+}
+
+/// `fetch`, handing each page to `on_page` (when given) once it is checked and its cursor
+/// taken, and then dropping the page's items.
+fn fetch_pages(
+    session: &Session,
+    kind: Kind,
+    deadline: Instant,
+    mut first: Option<super::Call>,
+    mut on_page: Option<&mut dyn FnMut(&Listing)>,
+) -> anyhow::Result<Listing> {
     let mut listing = Listing::default();
+    // Items already handed to `on_page`.
+    let mut handed = 0;
     let mut cursor: Option<String> = None;
     let mut seen = HashSet::new();
     for _ in 0..MAX_PAGES {
@@ -281,20 +318,20 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant, mut first: Option<sup
                 Err(why) => listing.rejected.push(why.to_string()),
             }
         }
-        if listing.items.len() >= MAX_ITEMS {
-            listing.items.truncate(MAX_ITEMS);
+        let full = handed + listing.items.len() >= MAX_ITEMS;
+        if full {
+            listing.items.truncate(MAX_ITEMS - handed);
             let note = format!("{}: stopped at {MAX_ITEMS} items; the rest are not listed", kind.method());
             log::warn!("server {}: {note}", session.name);
             listing.rejected.push(note);
-            return Ok(listing);
-        }
-        if session.is_modern() {
+        } else if session.is_modern() {
             let ttl = page.get("ttlMs").and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
             let ttl = Duration::from_millis(ttl.min(crate::config::MAX_TIMEOUT_MS));
             listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
         }
-        match page.get("nextCursor") {
-            None | Some(Value::Null) => return Ok(listing),
+        let next = match page.get("nextCursor") {
+            _ if full => None,
+            None | Some(Value::Null) => None,
             Some(Value::String(next)) => {
                 if next.len() > MAX_CURSOR_BYTES {
                     bail!("{}: the server sent a cursor over {MAX_CURSOR_BYTES} bytes", kind.method());
@@ -302,9 +339,19 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant, mut first: Option<sup
                 if !seen.insert(next.clone()) {
                     bail!("{}: the server repeated a cursor; the listing would never end", kind.method());
                 }
-                cursor = Some(next.clone());
+                Some(next.clone())
             }
             Some(_) => bail!("{}: nextCursor is not a string", kind.method()),
+        };
+        if let Some(on_page) = on_page.as_mut() {
+            on_page(&listing);
+            handed += listing.items.len();
+            listing.items.clear();
+            listing.unusable.clear();
+        }
+        match next {
+            None => return Ok(listing),
+            next => cursor = next,
         }
     }
     bail!("{}: more than {MAX_PAGES} pages; stopped", kind.method())

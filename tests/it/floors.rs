@@ -314,6 +314,10 @@ fn a_listing_that_pages_without_end_stops_at_its_bound() {
     let out = env.nod(["mcp", "tool", "list", "fx", "--json"]).timeout(60).run();
     out.code(0).stderr_has("stopped at 20000 items");
     assert_eq!(out.json()["tools"].as_array().map(Vec::len), Some(20_000));
+    // The rows of a plain listing are made page by page: the bound holds there too.
+    let out = env.nod(["mcp", "tool", "list", "fx"]).timeout(60).run();
+    out.code(0).stderr_has("stopped at 20000 items");
+    assert_eq!(out.text().lines().count(), 20_000, "{}", out.stderr);
 }
 
 #[test]

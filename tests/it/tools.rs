@@ -118,6 +118,22 @@ fn tool_list_follows_every_page() {
 }
 
 #[test]
+fn a_listing_that_fails_on_a_later_page_prints_none_of_it() {
+    let env = Env::new();
+    // The second page names the first page's cursor again: nod stops there.
+    env.fixture(&["--tools", "25", "--page-size", "10", "--scenario", "repeat-cursor"], json!({}));
+    for json in [false, true] {
+        let mut args = vec!["mcp", "tool", "list", SERVER];
+        if json {
+            args.push("--json");
+        }
+        let out = env.nod(args).run();
+        out.code(2).stderr_has("repeated a cursor").stdout_lacks("echo");
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
 fn elicit_defaults_accepts_the_form_with_its_defaults() {
     let env = Env::new();
     env.fixture(&[], json!({}));

@@ -18,26 +18,33 @@ use crate::session::catalog::{self, Kind as Catalog, Listing};
 
 pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
     let server = &session.name;
-    let listing = catalog::list(session, Catalog::Tools)?;
-    warn_rejected(server, &listing.rejected);
-    super::names::remember(server, Some(&listing.items), None);
-    if ctx.options.json && listing.unusable.is_empty() {
-        print_listing("tools", &listing.items)?;
-    } else if ctx.options.json {
-        let unusable: serde_json::Map<String, Value> =
-            listing.unusable.iter().map(|(name, why)| (name.clone(), json!(why))).collect();
-        print_json(&json!({ "tools": listing.items, "unusable": unusable }))?;
-    } else {
-        // One row a tool, built in two reused buffers: a listing of 1,000 tools is mostly
-        // this loop, and a row costs no allocation of its own.
-        let mut out = String::with_capacity(listing.items.len() * 96);
-        let (mut line, mut about) = (String::new(), String::new());
-        for tool in &listing.items {
+    if ctx.options.json {
+        let listing = catalog::list(session, Catalog::Tools)?;
+        warn_rejected(server, &listing.rejected);
+        super::names::remember(server, Some(&listing.items), None);
+        if listing.unusable.is_empty() {
+            print_listing("tools", &listing.items)?;
+        } else {
+            let unusable: serde_json::Map<String, Value> =
+                listing.unusable.iter().map(|(name, why)| (name.clone(), json!(why))).collect();
+            print_json(&json!({ "tools": listing.items, "unusable": unusable }))?;
+        }
+        return Ok(Exit::Ok);
+    }
+    // One row a tool, built in two reused buffers as each page arrives: a listing of 1,000
+    // tools is mostly this loop, a row costs no allocation of its own, and only one page of
+    // parsed tools is held at a time. The rows are printed once the listing is complete.
+    let mut out = String::new();
+    let mut names = Vec::new();
+    let (mut line, mut about) = (String::new(), String::new());
+    let listing = catalog::list_pages(session, Catalog::Tools, &mut |page| {
+        out.reserve(page.items.len() * 96);
+        for tool in &page.items {
             line.clear();
             about.clear();
             write_signature(tool, &mut line);
             about.push_str(super::render::first_line(tool.member("description").and_then(Value::as_str).unwrap_or("")));
-            write_marks(tool, &listing, &mut about);
+            write_marks(tool, page, &mut about);
             let about = super::render::first_line(&about);
             if !about.is_empty() {
                 line.push_str("  ");
@@ -45,8 +52,11 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
             }
             super::render::push_row(&mut out, &ctx.redactor.redact_cow(&line));
         }
-        print(&out)?;
-    }
+        names.extend(super::names::names_of(&page.items));
+    })?;
+    warn_rejected(server, &listing.rejected);
+    super::names::remember_names(server, Some(names), None);
+    print(&out)?;
     Ok(Exit::Ok)
 }
 
