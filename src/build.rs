@@ -27,11 +27,15 @@ fn main() {
     println!("cargo:rerun-if-env-changed=NOD_BUILD_PIE");
     println!("cargo:rerun-if-env-changed=NOD_BUILD_ORDER");
     println!("cargo:rerun-if-env-changed=NOD_BUILD_MAP");
+    println!("cargo:rerun-if-env-changed=NOD_BUILD_STATIC_LIBGCC");
     println!("cargo:rerun-if-changed=src/build.rs");
     println!("cargo:rerun-if-changed=src/startup.order");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
     if linux && !set("NOD_BUILD_PIE") {
         println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
+    if linux && std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu") && !off("NOD_BUILD_STATIC_LIBGCC") {
+        static_libgcc();
     }
     let order = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("src/startup.order");
     let wanted = std::env::var_os("NOD_BUILD_ORDER").is_none_or(|v| v != "0");
@@ -43,6 +47,28 @@ fn main() {
             println!("cargo:rustc-link-arg-bin=nod=-Wl,-Map={}", Path::new(&map).display());
         }
     }
+}
+
+/// Links GCC's unwinder into the binaries instead of loading `libgcc_s.so.1` at every start:
+/// std asks for `-lgcc_s` by name, so a linker script of that name earlier on the search path
+/// stands in for it with `libgcc_eh.a`. Where the C compiler does not know `libgcc_eh.a`, the
+/// shared library stays.
+fn static_libgcc() {
+    let Ok(out) = Command::new("cc").arg("-print-file-name=libgcc_eh.a").output() else { return };
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !Path::new(&path).is_absolute() || !Path::new(&path).is_file() || path.contains(['(', ')', '"']) {
+        return;
+    }
+    let Some(dir) = std::env::var_os("OUT_DIR").map(|d| Path::new(&d).join("static-libgcc")) else { return };
+    let script = format!("/* nod's build: GCC's unwinder linked in (src/build.rs) */\nINPUT(\"{path}\")\n");
+    if std::fs::create_dir_all(&dir).is_err() || std::fs::write(dir.join("libgcc_s.so"), script).is_err() {
+        return;
+    }
+    println!("cargo:rustc-link-arg-bins=-L{}", dir.display());
+}
+
+fn off(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v == "0")
 }
 
 fn set(name: &str) -> bool {
