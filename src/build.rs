@@ -60,6 +60,13 @@ fn main() {
 /// Puts the `libgcc_s.so` that stands for `libgcc_eh.a` first on the binaries' search path
 /// (see the module's notes), when `cc` knows where `libgcc_eh.a` is.
 fn static_libgcc() {
+    // `cc` is asked where the archive is, so only where `cc` is the linker's own compiler: a
+    // native build with no linker chosen (a cross or other linker would get this GCC's file).
+    let native = std::env::var("HOST").is_ok_and(|host| std::env::var("TARGET").is_ok_and(|target| host == target));
+    if !native || linker_chosen() {
+        return;
+    }
+    println!("cargo:rerun-if-env-changed=PATH");
     let Ok(out) = Command::new("cc").arg("-print-file-name=libgcc_eh.a").output() else { return };
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !Path::new(&path).is_absolute() || !Path::new(&path).is_file() || path.contains(['(', ')', '"']) {
@@ -70,6 +77,8 @@ fn static_libgcc() {
     if std::fs::create_dir_all(&dir).is_err() || std::fs::write(dir.join("libgcc_s.so"), script).is_err() {
         return;
     }
+    // A compiler upgrade moves the archive: the script is written again.
+    println!("cargo:rerun-if-changed={path}");
     println!("cargo:rustc-link-arg-bins=-L{}", dir.display());
 }
 
@@ -81,6 +90,17 @@ fn set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Whether configuration or flags choose the linker (or how it links).
+fn linker_chosen() -> bool {
+    let configured = std::env::var_os("RUSTC_LINKER").is_some()
+        || std::env::vars_os().any(|(key, _)| {
+            let key = key.to_string_lossy();
+            key.starts_with("CARGO_TARGET_") && key.ends_with("_LINKER")
+        });
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    configured || flags.contains("linker") || flags.contains("link-self-contained") || flags.contains("fuse-ld")
+}
+
 /// Whether this build links with the LLD that rustc brings: x86_64 Linux (GNU), rustc 1.90 or
 /// later, and no linker chosen by configuration or flags.
 fn links_with_rust_lld() -> bool {
@@ -88,13 +108,7 @@ fn links_with_rust_lld() -> bool {
     if target != "x86_64-unknown-linux-gnu" {
         return false;
     }
-    let configured = std::env::var_os("RUSTC_LINKER").is_some()
-        || std::env::vars_os().any(|(key, _)| {
-            let key = key.to_string_lossy();
-            key.starts_with("CARGO_TARGET_") && key.ends_with("_LINKER")
-        });
-    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    if configured || flags.contains("linker") || flags.contains("link-self-contained") || flags.contains("fuse-ld") {
+    if linker_chosen() {
         return false;
     }
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());

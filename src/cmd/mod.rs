@@ -206,7 +206,7 @@ fn run_mcp(mcp: Mcp, ctx: &Context) -> anyhow::Result<Exit> {
         | Mcp::SkillShow { .. }) => {
             let (server, query) = Query::of(query).expect("every query is a Query")?;
             let one = One::plain(&server, ctx)?;
-            let exit = query.run(one.session(), ctx);
+            let exit = query.run(one.session(), query::Lasting::OneShot, ctx);
             one.session().leave_listings_to_exit();
             exit
         }

@@ -11,6 +11,14 @@ use super::{Context, Exit};
 use crate::cli::Mcp;
 use crate::session::Session;
 
+/// Whether the session lives on after the query: a one-shot command's ends with it, so
+/// what it lists is not kept for later (`tool list` then holds one page at a time).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lasting {
+    OneShot,
+    Shared,
+}
+
 /// One such command, its server left out.
 pub(super) enum Query {
     ToolList,
@@ -74,9 +82,9 @@ impl Query {
     }
 
     /// Asks `session` and prints the answer as `nod mcp` does.
-    pub fn run(self, session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
+    pub fn run(self, session: &Session, lasting: Lasting, ctx: &Context) -> anyhow::Result<Exit> {
         match self {
-            Query::ToolList => super::tool::list(session, ctx),
+            Query::ToolList => super::tool::list(session, lasting, ctx),
             Query::ToolShow { tool } => super::tool::show(session, &tool, ctx),
             Query::ResourceList { templates } => super::resource::list(session, templates, ctx),
             Query::ResourceRead { uri, output } => super::resource::read(session, &uri, output.as_deref(), ctx),

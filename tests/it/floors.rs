@@ -310,7 +310,8 @@ fn no_stdio_server_inherits_nods_own_secrets_unless_its_entry_names_them() {
 #[test]
 fn a_listing_that_pages_without_end_stops_at_its_bound() {
     let env = Env::new();
-    env.fixture(&["--tools", "20100", "--page-size", "5000"], json!({}));
+    // The bound falls inside the seventh page of 3000.
+    env.fixture(&["--tools", "20100", "--page-size", "3000"], json!({}));
     let out = env.nod(["mcp", "tool", "list", "fx", "--json"]).timeout(60).run();
     out.code(0).stderr_has("stopped at 20000 items");
     assert_eq!(out.json()["tools"].as_array().map(Vec::len), Some(20_000));

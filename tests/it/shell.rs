@@ -553,7 +553,7 @@ fn mcp_commands_use_the_running_server_and_print_as_nod_mcp_does() {
         .nod(Vec::<String>::new())
         .env("NOD_BASE_URL", model.url())
         .env("NOD_MODEL", "fake-model")
-        .stdin(format!("/mcp tool list fx\n{call}\n{call}\n/mcp tool call nosuch echo\n/exit\n"))
+        .stdin(format!("/mcp tool list fx\n/mcp tool list fx\n{call}\n{call}\n/mcp tool call nosuch echo\n/exit\n"))
         .run();
     // The line naming a server that does not exist failed: a piped shell says so in its status.
     out.code(1).within(30.0);
@@ -561,11 +561,13 @@ fn mcp_commands_use_the_running_server_and_print_as_nod_mcp_does() {
     let wire = env.wire();
     assert_eq!(crate::support::with_method(&wire, "initialize").len(), 1, "{wire:#?}");
     assert_eq!(crate::support::with_method(&wire, "tools/call").len(), 2, "{wire:#?}");
+    // The session keeps its listing: listing twice asks the server once.
+    assert_eq!(crate::support::with_method(&wire, "tools/list").len(), 1, "{wire:#?}");
     out.stderr_has("nod: no server named nosuch");
     let list = env.nod(["mcp", "tool", "list", "fx"]).run();
     let one = env.nod(["mcp", "tool", "call", "fx", "echo", r#"{"message": "a"}"#]).run();
     one.code(0);
-    assert_eq!(out.text(), format!("{}{}{}", list.text(), one.text(), one.text()), "{}", out.dump());
+    assert_eq!(out.text(), format!("{}{}{}{}", list.text(), list.text(), one.text(), one.text()), "{}", out.dump());
     env.assert_no_leftovers();
 }
 

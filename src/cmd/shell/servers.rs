@@ -113,7 +113,7 @@ impl<'a> Shell<'a> {
             let engine = runtime.engine().clone();
             ctx.interrupt.on_fire(move || engine.cancel_all("interrupted by the user"));
             match query {
-                Ok(query) => query.run(&session, ctx),
+                Ok(query) => query.run(&session, crate::cmd::query::Lasting::Shared, ctx),
                 Err(call) => {
                     let mut person = Asking { input: &mut self.input, interrupt: ctx.interrupt.clone() };
                     let live = || runtime.session(&server);

@@ -12,17 +12,23 @@ use serde_json::{Value, json};
 use super::failure::{Kind, fail};
 use super::render::safe;
 use super::{Context, Exit, print, print_json, print_listing, stdout_is_terminal};
+use crate::cmd::query::Lasting;
 use crate::json::Member;
 use crate::session::Session;
 use crate::session::catalog::{self, Kind as Catalog, Listing};
 
-pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
+pub(super) fn list(session: &Session, lasting: Lasting, ctx: &Context) -> anyhow::Result<Exit> {
     let server = &session.name;
-    if ctx.options.json {
+    // A session that lives on keeps the listing for what comes next (the shell's agent).
+    if ctx.options.json || lasting == Lasting::Shared {
         let listing = catalog::list(session, Catalog::Tools)?;
         warn_rejected(server, &listing.rejected);
         super::names::remember(server, Some(&listing.items), None);
-        if listing.unusable.is_empty() {
+        if !ctx.options.json {
+            let mut out = String::new();
+            write_rows(&listing, &mut out, ctx);
+            print(&out)?;
+        } else if listing.unusable.is_empty() {
             print_listing("tools", &listing.items)?;
         } else {
             let unusable: serde_json::Map<String, Value> =
@@ -31,33 +37,38 @@ pub fn list(session: &Session, ctx: &Context) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    // One row a tool, built in two reused buffers as each page arrives: a listing of 1,000
-    // tools is mostly this loop, a row costs no allocation of its own, and only one page of
-    // parsed tools is held at a time. The rows are printed once the listing is complete.
+    // Only one page of parsed tools is held at a time; the rows are printed once the
+    // listing is complete.
     let mut out = String::new();
     let mut names = Vec::new();
-    let (mut line, mut about) = (String::new(), String::new());
     let listing = catalog::list_pages(session, Catalog::Tools, &mut |page| {
-        out.reserve(page.items.len() * 96);
-        for tool in &page.items {
-            line.clear();
-            about.clear();
-            write_signature(tool, &mut line);
-            about.push_str(super::render::first_line(tool.member("description").and_then(Value::as_str).unwrap_or("")));
-            write_marks(tool, page, &mut about);
-            let about = super::render::first_line(&about);
-            if !about.is_empty() {
-                line.push_str("  ");
-                line.push_str(about);
-            }
-            super::render::push_row(&mut out, &ctx.redactor.redact_cow(&line));
-        }
+        write_rows(page, &mut out, ctx);
         names.extend(super::names::names_of(&page.items));
     })?;
     warn_rejected(server, &listing.rejected);
     super::names::remember_names(server, Some(names), None);
     print(&out)?;
     Ok(Exit::Ok)
+}
+
+/// One row a tool, built in two reused buffers: a listing of 1,000 tools is mostly this
+/// loop, and a row costs no allocation of its own.
+fn write_rows(listing: &Listing, out: &mut String, ctx: &Context) {
+    out.reserve(listing.items.len() * 96);
+    let (mut line, mut about) = (String::new(), String::new());
+    for tool in &listing.items {
+        line.clear();
+        about.clear();
+        write_signature(tool, &mut line);
+        about.push_str(super::render::first_line(tool.member("description").and_then(Value::as_str).unwrap_or("")));
+        write_marks(tool, listing, &mut about);
+        let about = super::render::first_line(&about);
+        if !about.is_empty() {
+            line.push_str("  ");
+            line.push_str(about);
+        }
+        super::render::push_row(out, &ctx.redactor.redact_cow(&line));
+    }
 }
 
 pub fn show(session: &Session, tool: &str, ctx: &Context) -> anyhow::Result<Exit> {
