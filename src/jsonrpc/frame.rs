@@ -16,8 +16,8 @@ const SHRINK_ABOVE: usize = 1024 * 1024;
 /// Where the first newline of `bytes` is. On x86-64 the scan is memchr's SSE2 one, which
 /// every x86-64 CPU has: the crate's default picks AVX2 at run time, and finding out runs
 /// `cpuid` a dozen times (std's feature detection), which a virtual machine traps at several
-/// microseconds each, in every nod process for its first frame. On a 1 MiB frame SSE2 costs
-/// less than that.
+/// microseconds each, in every nod process for its first frame. A 1 MiB result measured no
+/// slower with SSE2 (3.98/3.99 -> 3.77/3.93 ms for the whole command, detection included).
 fn newline(bytes: &[u8]) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if let Some(finder) = memchr::arch::x86_64::sse2::memchr::One::new(b'\n') {
