@@ -520,8 +520,8 @@ impl Agent {
                         session.cancel(call, "client cancelled");
                         return Err(Ran::End(CallEnd::Interrupted, None));
                     }
-                    Ok(CallUpdate::Done(result)) => {
-                        if let Some(result) = session.settle(call, *result) {
+                    Ok(CallUpdate::Done(finished)) => {
+                        if let Some(result) = session.settle(call, finished.into_result()) {
                             return Ok(result);
                         }
                     }

@@ -31,6 +31,7 @@ struct Inner {
     commands: Sender<Command>,
     reports: Sender<Report>,
     registry: Arc<Registry>,
+    quiet: super::Quiet,
     gone: Receiver<()>,
     next_call: AtomicU64,
     next_conn: AtomicU32,
@@ -86,7 +87,7 @@ impl PendingCall {
         loop {
             match self.updates.recv() {
                 Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                Ok(CallUpdate::Done(result)) => return *result,
+                Ok(CallUpdate::Done(finished)) => return finished.into_result(),
                 Err(_) => return Err(stopped()),
             }
         }
@@ -103,7 +104,7 @@ impl PendingCall {
         loop {
             match self.updates.recv_deadline(deadline) {
                 Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                Ok(CallUpdate::Done(result)) => return Some(*result),
+                Ok(CallUpdate::Done(finished)) => return Some(finished.into_result()),
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => return None,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Some(Err(stopped())),
             }
@@ -148,7 +149,8 @@ impl Engine {
         let (reports, report_inbox) = crossbeam_channel::bounded(REPORT_QUEUE);
         let (gone_tx, gone) = crossbeam_channel::bounded::<()>(0);
         let registry = Arc::new(Registry::default());
-        let dispatcher = Dispatcher::new(registry.clone(), commands.clone());
+        let quiet = super::quiet();
+        let dispatcher = Dispatcher::new(registry.clone(), commands.clone(), quiet.clone());
         let stopping = registry.clone();
         let thread = std::thread::Builder::new()
             .name("nod-dispatch".into())
@@ -164,6 +166,7 @@ impl Engine {
                 commands,
                 reports,
                 registry,
+                quiet,
                 gone,
                 next_call: AtomicU64::new(1),
                 next_conn: AtomicU32::new(1),
@@ -176,6 +179,18 @@ impl Engine {
 
     fn send(&self, command: Command) {
         let _ = self.inner.commands.send(command);
+    }
+
+    /// Queues a command the dispatcher takes when it next wakes, before anything else.
+    fn send_quietly(&self, command: Command) {
+        let mut quiet = self.inner.quiet.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match quiet.as_mut() {
+            Some(queue) => queue.push(command),
+            None => {
+                drop(quiet);
+                drop(command);
+            }
+        }
     }
 
     pub fn next_call(&self) -> CallId {
@@ -197,14 +212,14 @@ impl Engine {
             legacy: link.legacy().clone(),
             ..ConnShared::default()
         });
-        self.send(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
+        self.send_quietly(Command::Register { conn, name: name.to_string(), handler, shared: shared.clone() });
         (conn, shared, link)
     }
 
     /// Hands a started worker to the dispatcher; calls may go to it from now on.
     pub fn attach(&self, conn: ConnId, shared: &ConnShared, worker: WorkerHandle) {
         let _ = shared.outlet.set(worker.outlet().clone());
-        self.send(Command::Attach { conn, worker });
+        self.send_quietly(Command::Attach { conn, worker });
     }
 
     /// Sends a notification (or any frame that expects no answer) of `kind`.

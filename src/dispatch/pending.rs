@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use serde_json::Value;
 
-use super::{CallError, CallId, CallUpdate, GroupId, Progress};
+use super::{CallError, CallId, CallUpdate, Finished, GroupId, Progress};
 use crate::jsonrpc::ResponseError;
 use crate::mcp::Version;
 use crate::transport::{ConnId, Outbound, Outlet, RequestMeta, Router, TransportError};
@@ -31,7 +31,7 @@ pub(crate) struct Entry {
     pub group: Option<GroupId>,
     deadline: Instant,
     timeout: Duration,
-    progress: Option<(String, Duration)>,
+    progress: Option<(TokenKey, Duration)>,
 }
 
 /// What `insert` needs about a new call.
@@ -51,7 +51,7 @@ pub(crate) struct NewCall {
 pub(crate) struct Table {
     calls: IdMap<CallId, Entry>,
     by_wire: IdMap<(ConnId, u64), CallId>,
-    by_token: IdMap<(ConnId, String), CallId>,
+    by_token: IdMap<(ConnId, TokenKey), CallId>,
     deadlines: BTreeSet<(Instant, CallId)>,
     /// The deadline the dispatcher sleeps until; `None` when it sleeps without one.
     armed: Option<Instant>,
@@ -290,6 +290,18 @@ impl Router for Registry {
             None => false,
         }
     }
+
+    fn route_text(&self, conn: ConnId, id: u64, frame: String, span: std::ops::Range<usize>) -> bool {
+        let entry = self.lock().remove_wire(conn, id);
+        match entry {
+            Some(entry) => {
+                let text = Finished::Text { frame, span, method: entry.method };
+                let _ = entry.reply.send(CallUpdate::Done(Box::new(text)));
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// `now + timeout`, saturating far in the future instead of overflowing (a timeout of
@@ -298,7 +310,17 @@ pub(crate) fn checked_deadline(now: Instant, timeout: Duration) -> Instant {
     now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
-/// Tokens compare by their JSON text, so 1 and "1" stay different tokens.
-fn token_key(token: &Value) -> String {
-    token.to_string()
+/// A progress token as a key. Tokens compare by their JSON text, so 1 and "1" stay different
+/// tokens; nod's own (call numbers) are kept as numbers, which costs no allocation a call.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum TokenKey {
+    Number(u64),
+    Text(Box<str>),
+}
+
+fn token_key(token: &Value) -> TokenKey {
+    match token {
+        Value::Number(n) if n.is_u64() => TokenKey::Number(n.as_u64().expect("checked")),
+        other => TokenKey::Text(other.to_string().into_boxed_str()),
+    }
 }

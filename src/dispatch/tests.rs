@@ -61,7 +61,7 @@ fn outcome(pending: &PendingCall) -> Result<Value, CallError> {
     let deadline = Instant::now() + WAIT;
     loop {
         match pending.updates().recv_deadline(deadline) {
-            Ok(CallUpdate::Done(result)) => return *result,
+            Ok(CallUpdate::Done(finished)) => return finished.into_result(),
             Ok(CallUpdate::Progress(_)) => {}
             Err(_) => panic!("no outcome within {WAIT:?}"),
         }
@@ -152,7 +152,7 @@ fn progress_extends_the_deadline_up_to_its_cap() {
                 seen += 1;
                 assert_eq!(p.message.as_deref(), Some("working"));
             }
-            Ok(CallUpdate::Done(result)) => break *result,
+            Ok(CallUpdate::Done(finished)) => break finished.into_result(),
             Err(_) => {
                 c.peer.send(&json!({ "jsonrpc": "2.0", "method": method::PROGRESS,
                     "params": { "progressToken": token, "progress": seen, "message": "working" } }));
@@ -361,7 +361,31 @@ fn a_call_ends_when_the_dispatcher_dies_and_later_calls_are_refused() {
     }
     let later = c.call(method::TOOLS_LIST, WAIT, None);
     match later.updates().try_recv() {
-        Ok(CallUpdate::Done(result)) => assert!(matches!(*result, Err(CallError::Cancelled(_))), "{result:?}"),
+        Ok(CallUpdate::Done(finished)) => {
+            let result = finished.into_result();
+            assert!(matches!(result, Err(CallError::Cancelled(_))), "{result:?}")
+        }
         other => panic!("a call after the dispatcher died must fail at once: {other:?}"),
+    }
+}
+
+/// A result the worker hands over as text is read into a value by the thread that takes it;
+/// text that checks as JSON but cannot be a value (a number past f64, nesting past serde's
+/// limit) ends the call as an invalid answer instead of being dropped on the floor.
+#[test]
+fn a_result_handed_over_as_text_is_read_by_its_taker_or_fails_the_call() {
+    let text = |result: &str| {
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":7,"result":{result}}}"#);
+        let (id, span) = crate::jsonrpc::answer_span(&frame).expect("a plain answer");
+        assert_eq!(id, 7);
+        super::Finished::Text { frame, span, method: method::TOOLS_CALL }.into_result()
+    };
+    assert_eq!(text(r#"{"content":[]}"#).unwrap(), json!({ "content": [] }));
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for unreadable in ["1e999", deep.as_str()] {
+        match text(unreadable) {
+            Err(CallError::Invalid { method: "tools/call", why }) => assert!(why.contains("cannot read"), "{why}"),
+            other => panic!("{unreadable:.20}: {other:?}"),
+        }
     }
 }

@@ -120,7 +120,7 @@ pub fn decode_text(text: &str, batches: bool) -> Result<Vec<Message>, DecodeErro
     // not an object, a frame that does not parse) takes the general road, which also says
     // what is wrong with it.
     if text.trim_start().starts_with('{')
-        && let Ok(envelope) = serde_json::from_str::<Envelope>(text)
+        && let Ok(envelope) = serde_json::from_str::<Envelope<Value>>(text)
     {
         return Ok(vec![envelope.message()?]);
     }
@@ -156,39 +156,73 @@ pub fn from_value(value: Value) -> Result<Message, DecodeError> {
     .message()
 }
 
-/// The members of a JSON-RPC object that say what it is; others are ignored. A member given
-/// twice counts with its last value, as in a parsed object.
-#[derive(Default)]
-struct Envelope {
-    jsonrpc: Option<Value>,
-    id: Option<Value>,
-    method: Option<Value>,
-    params: Option<Value>,
-    result: Option<Value>,
-    error: Option<Value>,
+/// The members of a JSON-RPC object that say what it is.
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Key {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    #[serde(other)]
+    Other,
 }
 
-impl<'de> serde::Deserialize<'de> for Envelope {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Envelope, D::Error> {
-        #[derive(serde::Deserialize)]
-        #[serde(field_identifier, rename_all = "lowercase")]
-        enum Key {
-            Jsonrpc,
-            Id,
-            Method,
-            Params,
-            Result,
-            Error,
-            #[serde(other)]
-            Other,
-        }
-        struct Members;
-        impl<'de> serde::de::Visitor<'de> for Members {
-            type Value = Envelope;
+/// Where a frame's `result` lies, and the answer's id, when the frame is a plain answer: one
+/// object with `"jsonrpc":"2.0"`, a non-negative integer id, a `result` (of any JSON, checked
+/// here) and neither `error` nor `method`. Such an answer goes to its caller as text, read into
+/// a value on the caller's thread (`dispatch::Finished`); anything else is `None` and takes
+/// `decode_text`, which decides the same cases the same way and says what is wrong.
+pub fn answer_span(text: &str) -> Option<(u64, std::ops::Range<usize>)> {
+    use serde_json::value::RawValue;
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw: Envelope<&RawValue> = serde::Deserialize::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    if raw.jsonrpc.map(RawValue::get) != Some("\"2.0\"") || raw.method.is_some() || raw.error.is_some() {
+        return None;
+    }
+    let id = raw.id?.get();
+    if !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let id = id.parse::<u64>().ok()?;
+    let result = raw.result?.get();
+    let start = result.as_ptr() as usize - text.as_ptr() as usize;
+    Some((id, start..start + result.len()))
+}
+
+/// The members of a JSON-RPC object that say what it is, as values or (`&RawValue`) as their
+/// text; others are ignored. A member given twice counts with its last value, as in a parsed
+/// object.
+struct Envelope<T> {
+    jsonrpc: Option<T>,
+    id: Option<T>,
+    method: Option<T>,
+    params: Option<T>,
+    result: Option<T>,
+    error: Option<T>,
+}
+
+impl<T> Default for Envelope<T> {
+    fn default() -> Envelope<T> {
+        Envelope { jsonrpc: None, id: None, method: None, params: None, result: None, error: None }
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Envelope<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Envelope<T>, D::Error> {
+        struct Members<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Members<T> {
+            type Value = Envelope<T>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON-RPC object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Envelope<T>, A::Error> {
                 let mut envelope = Envelope::default();
                 while let Some(key) = map.next_key::<Key>()? {
                     let slot = match key {
@@ -208,11 +242,11 @@ impl<'de> serde::Deserialize<'de> for Envelope {
                 Ok(envelope)
             }
         }
-        deserializer.deserialize_map(Members)
+        deserializer.deserialize_map(Members(std::marker::PhantomData))
     }
 }
 
-impl Envelope {
+impl Envelope<Value> {
     fn message(self) -> Result<Message, DecodeError> {
         if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(DecodeError::Invalid("jsonrpc is not \"2.0\""));
@@ -270,12 +304,19 @@ impl Envelope {
 /// Writes a request. `params_json` is already serialized so that large arguments are encoded
 /// once, on the caller's thread, and not inside the dispatcher.
 pub fn encode_request(id: u64, method: &str, params_json: Option<&str>) -> Vec<u8> {
-    let method = serde_json::to_string(method).expect("a string serializes");
-    let mut out = Vec::with_capacity(48 + method.len() + params_json.map_or(0, str::len));
+    use std::io::Write;
+    let mut out = Vec::with_capacity(64 + method.len() + params_json.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.to_string().as_bytes());
+    let _ = write!(out, "{id}");
     out.extend_from_slice(b",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    // MCP's method names need no escapes; any other is written as JSON writes strings.
+    if method.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(method.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut out, method).expect("a string serializes");
+    }
     if let Some(params) = params_json {
         out.extend_from_slice(b",\"params\":");
         out.extend_from_slice(params.as_bytes());
@@ -449,6 +490,49 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_answer_handed_over_as_text_is_the_answer_decode_reads() {
+        // Taken as text: the span is the result decode reads, the id the one it routes.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":[1,{"b":"\u00e9\n"}]}}"#,
+            r#"  {"result":[],"id":18446744073709551615,"jsonrpc":"2.0","extra":{"x":[1,2]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{},"result":7}"#,
+            r#"{"jsonrpc":"2.0","id":4,"params":{"p":1},"result":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":5,"result":null}"#,
+        ] {
+            let (id, span) = answer_span(text).unwrap_or_else(|| panic!("not taken as text: {text}"));
+            let read: Value = serde_json::from_str(&text[span]).unwrap();
+            match decode(text.as_bytes(), false).unwrap().as_slice() {
+                [Message::Response { id: Some(want), result: Ok(result) }] => {
+                    assert_eq!(Some(id), want.as_u64(), "{text}");
+                    assert_eq!(&read, result, "{text}");
+                }
+                other => panic!("{text}: decode read {other:?}"),
+            }
+        }
+        // Everything else takes decode's road: an error member (null too), an error, a
+        // request, an id that is not a plain integer, a bad jsonrpc, trailing text, bad JSON.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"1","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":-1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551616,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2\u002e0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}} x"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":"\x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":[1,]}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+        ] {
+            assert_eq!(answer_span(text), None, "{text}");
+        }
+    }
+
+    #[test]
     fn malformed_requests_keep_their_id() {
         for (text, why) in [
             (r#"{"jsonrpc":"2.0","id":5,"method":"x","params":7}"#, "params is not an object"),
@@ -489,5 +573,12 @@ pub(crate) mod tests {
         assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\nb\"}}\n");
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
         assert_eq!(encode_request(4, "ping", None), b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
+        // A method name that needs escapes is written as JSON writes strings.
+        for method in ["a\"b", "a\\b", "a b", "\u{e9}", "tab\t"] {
+            let out = encode_request(u64::MAX, method, None);
+            let value: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(value["method"], method);
+            assert_eq!(value["id"], u64::MAX);
+        }
     }
 }

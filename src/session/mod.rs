@@ -179,11 +179,11 @@ impl Call {
 
 /// A `tools/call`'s params. Built as a map, not with `json!`: that would copy the arguments
 /// by serializing them into a new value, key by key.
-fn tool_params(tool: &str, arguments: &Value) -> Value {
+fn tool_params(tool: &str, arguments: Value) -> Value {
     // Room for the `_meta` that `start_admitted` adds.
     let mut params = serde_json::Map::with_capacity(3);
     params.insert("name".into(), Value::String(tool.to_string()));
-    params.insert("arguments".into(), arguments.clone());
+    params.insert("arguments".into(), arguments);
     Value::Object(params)
 }
 
@@ -245,8 +245,9 @@ impl Session {
         self.launch(method_name, params, timeout, None, group)
     }
 
-    /// Starts `tools/call` with a progress token, in `group` when given.
-    pub fn call_tool(&self, tool: &str, arguments: &Value, group: Option<GroupId>) -> Call {
+    /// Starts `tools/call` with a progress token, in `group` when given. The arguments move
+    /// into the request (a stream of calls does not copy each line's object again).
+    pub fn call_tool(&self, tool: &str, arguments: Value, group: Option<GroupId>) -> Call {
         self.start_admitted(method::TOOLS_CALL, tool_params(tool, arguments), self.operation_timeout, group, None)
     }
 
@@ -256,7 +257,7 @@ impl Session {
     pub fn call_tool_admitted(&self, tool: &str, arguments: &Value, group: Option<GroupId>, admit: Admit) -> Call {
         self.start_admitted(
             method::TOOLS_CALL,
-            tool_params(tool, arguments),
+            tool_params(tool, arguments.clone()),
             self.operation_timeout,
             group,
             Some(admit),

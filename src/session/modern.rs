@@ -319,7 +319,7 @@ impl Session {
             loop {
                 select! {
                     recv(retry.updates()) -> update => match update {
-                        Ok(CallUpdate::Done(result)) => return done(*result),
+                        Ok(CallUpdate::Done(finished)) => return done(finished.into_result()),
                         Ok(update) => {
                             let _ = updates_tx.send(update);
                         }

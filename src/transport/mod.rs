@@ -118,6 +118,9 @@ pub enum Report {
 pub trait Router: Send + Sync {
     /// Delivers the answer to request `id`. False when no call waits for it (late or unknown).
     fn route(&self, conn: ConnId, id: u64, result: Result<Value, ResponseError>) -> bool;
+    /// Delivers the answer to request `id` whose result is `frame[span]`, JSON not yet read
+    /// into a value (see `dispatch::Finished`). False as for `route`.
+    fn route_text(&self, conn: ConnId, id: u64, frame: String, span: std::ops::Range<usize>) -> bool;
     /// Delivers a `notifications/progress` to its call (in order with the answer, which
     /// follows it on the same connection).
     fn progress(&self, conn: ConnId, params: &Value);
@@ -195,6 +198,14 @@ impl Link {
             }
         }
         rest.is_empty() || self.reports.send(Report::Inbound { conn: self.conn, msgs: rest, batch }).is_ok()
+    }
+
+    /// Delivers an answer with a result, as its frame's text (`jsonrpc::answer_span` found
+    /// its id and where its result lies).
+    pub fn deliver_answer(&self, id: u64, frame: String, span: std::ops::Range<usize>) {
+        if !self.router.route_text(self.conn, id, frame, span) {
+            log::debug!("server {} answered request id {id}, which is not pending; dropped", self.name);
+        }
     }
 
     /// Request `id` failed in the transport.

@@ -27,6 +27,11 @@ const STDIN: Token = Token(2);
 const WAKER: Token = Token(3);
 const EXIT: Token = Token(4);
 
+/// The stdout read buffer starts at `FIRST_READ` and doubles after every read that fills it,
+/// up to `READ_CHUNK`: a server that answers in small frames never costs the worker a
+/// mapping of its own (glibc maps 128 KiB and more with mmap, a fault a page, an munmap at
+/// the end), and a big result is still read in large blocks after a few reads.
+const FIRST_READ: usize = 16 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
 
 /// How far `read_stdout` reads: in the event loop, until a read comes back short (the pipe
@@ -47,34 +52,21 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 const STDERR_LINES: usize = 64;
 const STDERR_SHOWN: usize = 3;
 
-/// Starts `spec` on a new thread named `nod-stdio:<name>`. Returns once the process is
-/// running, or with the reason it could not start.
+/// Starts `spec` and a new thread named `nod-stdio:<name>` that drives its pipes. Returns once
+/// the process is running, or with the reason it could not start. The process is started on
+/// the calling thread, so the caller does not wait for the worker's thread to come up and
+/// report back (two context switches a server).
 pub fn spawn(link: Link, spec: Spawn) -> Result<WorkerHandle, TransportError> {
-    let poll = Poll::new().map_err(|e| TransportError::Io(e.to_string()))?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| TransportError::Io(e.to_string()))?);
+    let io = |e: std::io::Error| TransportError::Io(e.to_string());
+    let poll = Poll::new().map_err(io)?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
     let (outbox, inbox) = crossbeam_channel::unbounded();
-    let (started_tx, started_rx) = crossbeam_channel::bounded(1);
-    let worker_waker = waker.clone();
-    let thread = std::thread::Builder::new()
-        .name(format!("nod-stdio:{}", link.name))
-        .spawn(move || {
-            let worker = match Worker::start(link, &spec, poll, inbox, worker_waker) {
-                Ok(worker) => worker,
-                Err(err) => {
-                    let _ = started_tx.send(Err(err));
-                    return;
-                }
-            };
-            let _ = started_tx.send(Ok(worker.writer.clone()));
-            worker.run();
-        })
-        .map_err(|e| TransportError::Io(e.to_string()))?;
-    let thread = JoinOnDrop::new(thread);
-    match started_rx.recv() {
-        Ok(Ok(writer)) => Ok(WorkerHandle::new(Outlet::new(outbox, Some(waker)).with_sink(writer), thread)),
-        Ok(Err(err)) => Err(err),
-        Err(_) => Err(TransportError::Io("worker thread ended during start".into())),
-    }
+    let name = format!("nod-stdio:{}", link.name);
+    let worker = Worker::start(link, &spec, poll, inbox, waker.clone())?;
+    let writer = worker.writer.clone();
+    // A worker that cannot get its thread drops here: the process is killed and reaped.
+    let thread = std::thread::Builder::new().name(name).spawn(move || worker.run()).map_err(io)?;
+    Ok(WorkerHandle::new(Outlet::new(outbox, Some(waker)).with_sink(writer), JoinOnDrop::new(thread)))
 }
 
 enum Phase {
@@ -155,7 +147,7 @@ impl Worker {
             closed_by_client: false,
             reported: false,
             not_json_lines: 0,
-            out_buf: vec![0u8; READ_CHUNK],
+            out_buf: vec![0u8; FIRST_READ],
             err_buf: vec![0u8; 16 * 1024],
             stdin_registered: false,
         })
@@ -345,8 +337,12 @@ impl Worker {
                     // A read shorter than the buffer emptied the pipe; what the server writes
                     // next raises a new edge, so the read that would say WouldBlock is skipped
                     // (one system call less per answer).
-                    if n < buf.len() && matches!(drain, Drain::UntilShort) {
-                        break;
+                    if n < buf.len() {
+                        if matches!(drain, Drain::UntilShort) {
+                            break;
+                        }
+                    } else if buf.len() < READ_CHUNK {
+                        buf.resize(buf.len() * 2, 0);
                     }
                 }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => break,
@@ -551,8 +547,22 @@ impl WriterState {
     }
 }
 
+/// Frames up to this size that are plain answers go to their callers as text (a copy of the
+/// frame), to be read into values there (`dispatch::Finished`); a bigger one is read here, so
+/// that a big result is not copied once more on its way out.
+const ANSWER_AS_TEXT: usize = 64 * 1024;
+
 fn deliver(link: &Link, not_json: &mut u64, frame: &str) {
     let name = &link.name;
+    if frame.len() <= ANSWER_AS_TEXT
+        && let Some((id, span)) = crate::jsonrpc::answer_span(frame)
+    {
+        if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
+            log::trace!(target: "nod::wire", "< {name} {frame}");
+        }
+        link.deliver_answer(id, frame.to_owned(), span);
+        return;
+    }
     match crate::jsonrpc::decode_text(frame, true) {
         Ok(msgs) => {
             if log::log_enabled!(target: "nod::wire", log::Level::Trace) {

@@ -43,11 +43,11 @@ fn after_a_restart_calls_work_again_and_catalogs_are_fetched_afresh() {
     .unwrap();
     let first = server.session().unwrap();
     assert!(nod::session::catalog::list(&first, nod::session::catalog::Kind::Tools).unwrap().items.len() > 5);
-    let crashed = first.wait(first.call_tool("crash", &json!({}), None), |_| {});
+    let crashed = first.wait(first.call_tool("crash", json!({}), None), |_| {});
     assert!(matches!(crashed, Err(nod::dispatch::CallError::Disconnected(_))), "{crashed:?}");
     let second = server.session().expect("restarted");
     assert_ne!(first.conn, second.conn);
-    let echoed = second.wait(second.call_tool("echo", &json!({ "message": "back" }), None), |_| {}).unwrap();
+    let echoed = second.wait(second.call_tool("echo", json!({ "message": "back" }), None), |_| {}).unwrap();
     assert_eq!(echoed["content"][0]["text"], "back");
     assert!(nod::session::catalog::list(&second, nod::session::catalog::Kind::Tools).unwrap().items.len() > 5);
     assert_eq!(server.restarts(), 1);

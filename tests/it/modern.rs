@@ -451,10 +451,12 @@ fn a_dropped_call_joins_the_thread_of_its_input_round() {
     let engine = nod::dispatch::Engine::start();
     let session =
         nod::session::Session::connect(&engine, &loaded.servers[0], handler, &Default::default()).expect("connect");
-    let mut call = session.call_tool("elicit", &json!({}), None);
+    let mut call = session.call_tool("elicit", json!({}), None);
     let wait = Duration::from_secs(10);
     match call.updates().recv_timeout(wait) {
-        Ok(CallUpdate::Done(result)) => assert!(session.settle(&mut call, *result).is_none(), "an input round"),
+        Ok(CallUpdate::Done(finished)) => {
+            assert!(session.settle(&mut call, finished.into_result()).is_none(), "an input round")
+        }
         other => panic!("{other:?}"),
     }
     asked.recv_timeout(wait).expect("the question reached the handler");

@@ -78,7 +78,7 @@ fn call_on(
         super::precheck(session, &call.tool, arguments.as_ref())?;
     }
     let arguments = arguments.unwrap_or_else(|| json!({}));
-    let pending = session.call_tool(&call.tool, &arguments, None);
+    let pending = session.call_tool(&call.tool, arguments.clone(), None);
     let label = format!("{}/{}", call.server, call.tool);
     match wait(session, pending, &mut asks, &label, None, false)? {
         Outcome::Result(result) => {

@@ -83,7 +83,7 @@ pub fn run(
                     slots.push_back(match super::args::object(line, "tool arguments") {
                         Ok(arguments) => match live() {
                             Ok(session) => {
-                                let pending = session.call_tool(&call.tool, &Value::Object(arguments), None);
+                                let pending = session.call_tool(&call.tool, Value::Object(arguments), None);
                                 Slot::Call(pending, session, line_no)
                             }
                             Err(err) => {

@@ -89,7 +89,7 @@ pub fn wait(
         };
         match update {
             Ok(CallUpdate::Progress(p)) => shown.show(&p),
-            Ok(CallUpdate::Done(result)) => match session.settle(&mut pending, *result) {
+            Ok(CallUpdate::Done(finished)) => match session.settle(&mut pending, finished.into_result()) {
                 Some(Ok(result)) => return Ok(Outcome::Result(result)),
                 Some(Err(err)) => return Ok(Outcome::Failed(err)),
                 // Replayed on a new session: keep waiting.
