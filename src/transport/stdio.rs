@@ -157,7 +157,13 @@ impl Worker {
         let mut events = Events::with_capacity(16);
         // Until when this worker looks for the next answer before it sleeps (sched::LINGER).
         let mut linger: Option<Instant> = None;
+        // Whether this thread asked for a short time slice (a sequential stream runs).
+        let mut short_slice = false;
         loop {
+            if super::sched::in_sequential_stream() != short_slice {
+                short_slice = !short_slice;
+                super::sched::worker_slice(short_slice);
+            }
             let mut timeout = match self.phase {
                 _ if self.more_stdout => Some(Duration::ZERO),
                 Phase::Running if self.child.exit_fd().is_none() => Some(Duration::from_millis(100)),

@@ -47,9 +47,9 @@ pub fn run(
     let mut eof = false;
     let mut line_no = 0usize;
     let label = format!("{}/{}", call.server, call.tool);
-    // One answer at a time: the server's worker looks for the next before it sleeps, until
-    // the stream ends.
-    let _lingering = (call.parallel == 1).then(crate::transport::sched::linger_after_answers);
+    // One answer at a time: until the stream ends, the server's worker runs with a short
+    // slice and looks for the next answer before it sleeps.
+    let _sequential = (call.parallel == 1).then(crate::transport::sched::sequential_stream);
     let error = |kind: Kind, message: String, line: usize, err: Option<&CallError>| -> (Value, Option<Failed>) {
         let message = ctx.redactor.redact(&message);
         let mut value =
