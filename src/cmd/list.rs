@@ -55,6 +55,7 @@ pub fn run(connect: bool, ctx: &Context) -> anyhow::Result<Exit> {
     // The engine closes every connection in parallel; dropping the fleet first would close
     // them one after another.
     engine.shutdown();
+    fleet.leave_listings_to_exit();
     drop(fleet);
     super::names::remember_all(
         healths.iter().map(|h| (h.name.clone(), Some(h.tool_names.clone()), Some(h.prompt_names.clone()))).collect(),

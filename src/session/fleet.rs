@@ -58,9 +58,9 @@ pub struct Health {
 }
 
 pub struct Fleet {
-    /// Held, not read: the connections stay open until the fleet is dropped, after the
-    /// engine has closed them all at once.
-    _members: Vec<Member>,
+    /// The connections stay open until the fleet is dropped, after the engine has closed
+    /// them all at once.
+    members: Vec<Member>,
 }
 
 impl Fleet {
@@ -103,7 +103,22 @@ impl Fleet {
         });
         drop(batch);
         let (members, healths): (Vec<Member>, Vec<Health>) = started.into_iter().unzip();
-        (Fleet { _members: members }, healths)
+        (Fleet { members }, healths)
+    }
+}
+
+impl Fleet {
+    /// For a one-shot command about to exit: the servers' listings are left to the operating
+    /// system (`Session::leave_listings_to_exit`) instead of being freed value by value, by a
+    /// thread other than those that read them.
+    pub fn leave_listings_to_exit(&self) {
+        for member in &self.members {
+            if let Status::Ready(server) = &member.status
+                && let Some(session) = server.current()
+            {
+                session.leave_listings_to_exit();
+            }
+        }
     }
 }
 
