@@ -127,6 +127,14 @@ pub enum Finished {
 }
 
 impl Finished {
+    /// The result's JSON text, when it came as text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Finished::Text { frame, span, .. } => frame.get(span.clone()),
+            Finished::Result(_) => None,
+        }
+    }
+
     pub fn into_result(self) -> Result<Value, CallError> {
         match self {
             Finished::Result(result) => result,

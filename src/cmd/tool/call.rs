@@ -113,6 +113,7 @@ fn call_on(
             Err(anyhow::Error::new(err).context(format!("server {}: tool {}", call.server, call.tool)))
         }
         Outcome::InputRequired(input) => report_input_required(&input, None, ctx),
+        Outcome::Written => unreachable!("a single call gives no held lines to write to"),
     }
 }
 

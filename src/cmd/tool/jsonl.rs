@@ -105,6 +105,8 @@ pub fn run(
             Slot::Ready(value, failed) => (value, failed),
             Slot::Call(pending, session, line) => {
                 match wait(&session, pending, asks, &label, Some(&mut held), call.parallel == 1)? {
+                    // A plain result is out already.
+                    Outcome::Written => continue,
                     Outcome::Result(result) => {
                         if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
                             // An error a server reports may echo what it was sent.

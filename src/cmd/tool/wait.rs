@@ -46,6 +46,9 @@ pub fn url_required(server: &str, error: &crate::jsonrpc::ResponseError) -> Opti
 
 pub enum Outcome {
     Result(Value),
+    /// A plain successful result, already written as a line to the `held` lines given to
+    /// `wait` (`HeldLines::plain_tool_line`); only a stream gives them.
+    Written,
     Failed(CallError),
     InputRequired(InputRequired),
 }
@@ -89,12 +92,20 @@ pub fn wait(
         };
         match update {
             Ok(CallUpdate::Progress(p)) => shown.show(&p),
-            Ok(CallUpdate::Done(finished)) => match session.settle(&mut pending, finished.into_result()) {
-                Some(Ok(result)) => return Ok(Outcome::Result(result)),
-                Some(Err(err)) => return Ok(Outcome::Failed(err)),
-                // Replayed on a new session: keep waiting.
-                None => {}
-            },
+            Ok(CallUpdate::Done(finished)) => {
+                if let Some(held) = held.as_deref_mut()
+                    && let Some(text) = finished.text()
+                    && held.plain_tool_line(text)?
+                {
+                    return Ok(Outcome::Written);
+                }
+                match session.settle(&mut pending, finished.into_result()) {
+                    Some(Ok(result)) => return Ok(Outcome::Result(result)),
+                    Some(Err(err)) => return Ok(Outcome::Failed(err)),
+                    // Replayed on a new session: keep waiting.
+                    None => {}
+                }
+            }
             Err(_) => return Err(fail(Kind::Interrupted, "nod is shutting down")),
         }
     }
@@ -191,6 +202,8 @@ pub struct HeldLines {
     out: std::io::BufWriter<std::io::Stdout>,
     /// When the oldest line not yet flushed was written.
     since: Option<Instant>,
+    /// A line being made (`plain_tool_line`), kept between lines.
+    scratch: Vec<u8>,
 }
 
 /// How long a result line may wait in the block for the ones after it.
@@ -198,15 +211,39 @@ const HOLD: Duration = Duration::from_millis(20);
 
 impl HeldLines {
     pub fn new() -> HeldLines {
-        HeldLines { out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()), since: None }
+        HeldLines {
+            out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
+            since: None,
+            scratch: Vec::new(),
+        }
     }
 
     pub fn line(&mut self, value: &Value) -> std::io::Result<()> {
         use std::io::Write;
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
         serde_json::to_writer(&mut self.out, value)?;
         self.out.write_all(b"\n")?;
+        self.written()
+    }
+
+    /// Writes a `tools/call` result given as text as its line, without reading it into a
+    /// value, when it is a plain success (`envelope::plain_tool_line`); false, and nothing
+    /// written, for anything else.
+    pub fn plain_tool_line(&mut self, text: &str) -> std::io::Result<bool> {
+        use std::io::Write;
+        self.scratch.clear();
+        if !crate::session::envelope::plain_tool_line(text, &mut self.scratch) {
+            return Ok(false);
+        }
+        self.scratch.push(b'\n');
+        self.out.write_all(&self.scratch)?;
+        self.written()?;
+        Ok(true)
+    }
+
+    /// A line went into the block: it goes out at the latest `HOLD` after the oldest.
+    fn written(&mut self) -> std::io::Result<()> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
         if now.duration_since(since) >= HOLD {
             self.flush()?;
         }
