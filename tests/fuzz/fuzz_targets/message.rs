@@ -1,5 +1,6 @@
 //! Fuzz message decoding and the text helpers that handle server strings: decode, then
-//! re-encode what decoded; base64, redaction and terminal sanitizing never panic.
+//! re-encode what decoded; an answer handed over as text (`answer_span`) is one that decode
+//! reads as the same answer; base64, redaction and terminal sanitizing never panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,6 +20,23 @@ fuzz_target!(|data: &[u8]| {
                 }
                 Message::Response { .. } | Message::Invalid { .. } => {}
             }
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Some((id, span)) = jsonrpc::answer_span(text)
+    {
+        match jsonrpc::decode_text(text, true).as_deref() {
+            Ok([Message::Response { id: Some(want), result: Ok(result) }]) => {
+                assert_eq!(want.as_u64(), Some(id));
+                // The caller's read may fail (a number past f64, nesting past the limit):
+                // its call then fails. When it succeeds, it is what decode read.
+                if let Ok(read) = serde_json::from_str::<serde_json::Value>(&text[span]) {
+                    assert_eq!(&read, result);
+                }
+            }
+            // decode could not read the result into a value where the text road could.
+            Err(_) => {}
+            Ok(other) => panic!("answer_span took {text:?}, decode read {other:?}"),
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {
