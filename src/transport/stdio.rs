@@ -27,9 +27,9 @@ const STDIN: Token = Token(2);
 const WAKER: Token = Token(3);
 const EXIT: Token = Token(4);
 
-/// The stdout read buffer starts at `FIRST_READ` (a page) and doubles after every read that fills it,
-/// up to `READ_CHUNK`: a server that answers in small frames never costs the worker a
-/// mapping of its own (glibc maps 128 KiB and more with mmap, a fault a page, an munmap at
+/// The stdout read buffer starts at `FIRST_READ` (a page) and doubles after every read that
+/// fills it, up to `READ_CHUNK`: a server that answers in small frames never costs the worker
+/// a mapping of its own (glibc maps 128 KiB and more with mmap, a fault a page, an munmap at
 /// the end), and a big result is still read in large blocks after a few reads.
 const FIRST_READ: usize = 4 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
