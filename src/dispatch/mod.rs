@@ -392,8 +392,9 @@ impl Dispatcher {
     /// cannot hold the shutdown up.
     fn settle(&mut self, commands: &Receiver<Command>, reports: &Receiver<Report>) {
         const MOST: usize = 100_000;
-        self.take_quiet();
         for _ in 0..MOST {
+            // Before each item, as before anything the dispatcher handles when it wakes.
+            self.take_quiet();
             if let Ok(command) = commands.try_recv() {
                 match command {
                     // Another shutdown waits for this one's answer.
@@ -646,6 +647,7 @@ impl Dispatcher {
     }
 
     fn shutdown(&mut self) -> Vec<WorkerHandle> {
+        self.take_quiet();
         self.registry.stop();
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         conns.into_iter().filter_map(|conn| self.detach(conn)).collect()

@@ -85,10 +85,11 @@ pub fn capability(method_name: &str) -> Option<&'static str> {
 /// (the same strings, numbers and order), but without building the value: a tree of maps and
 /// strings, allocated and freed for every call, which was the largest cost of a stream on its
 /// caller's thread. `false` (and `out` as it was) for anything else, which the caller then
-/// reads into a value and settles as usual; so is a result with a member named twice at its
-/// top or in a block, where a value keeps only the last.
-pub fn plain_tool_line(text: &str, out: &mut Vec<u8>) -> bool {
-    if !plain_tool_result(text) {
+/// reads into a value and settles as usual; so is a result with an object, at any depth, that
+/// names a member twice (a value keeps only the last) or that `plain_tool_result` does not
+/// compare. `keys` is room for that check, kept by the caller between lines.
+pub fn plain_tool_line(text: &str, out: &mut Vec<u8>, keys: &mut Vec<std::ops::Range<usize>>) -> bool {
+    if !plain_tool_result(text, keys) {
         return false;
     }
     let start = out.len();
@@ -101,107 +102,132 @@ pub fn plain_tool_line(text: &str, out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// Whether a `tools/call` result, as text, is a plain success (`plain_tool_line`): read
-/// member by member as raw text, nothing allocated.
-fn plain_tool_result(text: &str) -> bool {
-    use serde::de::{Deserializer as _, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
-    use serde_json::value::RawValue;
+/// The most members of one object `plain_tool_result` compares (each with all before it).
+const MOST_MEMBERS: usize = 64;
 
-    #[derive(serde::Deserialize)]
-    #[serde(field_identifier)]
-    enum Key {
-        #[serde(rename = "content")]
-        Content,
-        #[serde(rename = "isError")]
-        IsError,
-        #[serde(rename = "structuredContent")]
-        Structured,
-        #[serde(rename = "resultType")]
-        ResultType,
-        #[serde(other)]
-        Other,
+/// Whether a `tools/call` result, as text, is a plain success (`plain_tool_line`), read in
+/// one pass that allocates nothing (but `keys`, kept by the caller): a `content` array of
+/// objects with a string `type`, `isError` absent or false, `structuredContent` absent or an
+/// object, `resultType` absent or "complete"; and no object, at any depth, naming a member
+/// twice. Objects of more than `MOST_MEMBERS` members and member names written with escapes
+/// are not compared: false, as for anything else. `keys` holds where the names of the
+/// objects being read lie in `text`.
+fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool {
+    use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
+    use std::fmt::Formatter;
+
+    /// What a value read must be.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Want {
+        Any,
+        Object,
+        /// The top: a tool result.
+        Result,
+        /// `content`: blocks.
+        Blocks,
+        /// A block: an object with a string `type`.
+        Block,
+        /// A string (a block's `type`).
+        Text,
     }
-    #[derive(Default)]
-    struct Top<'a> {
-        content: Option<&'a RawValue>,
-        is_error: Option<&'a RawValue>,
-        structured: Option<&'a RawValue>,
-        result_type: Option<&'a RawValue>,
+    struct Read<'k, 'de> {
+        text: &'de str,
+        keys: &'k mut Vec<std::ops::Range<usize>>,
+        want: Want,
     }
-    struct TopVisitor;
-    impl<'de> Visitor<'de> for TopVisitor {
-        type Value = Top<'de>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a tool result")
+    impl<'de> Read<'_, 'de> {
+        fn next(&mut self, want: Want) -> Read<'_, 'de> {
+            Read { text: self.text, keys: &mut *self.keys, want }
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
-            let mut top = Top::default();
-            while let Some(key) = map.next_key::<Key>()? {
-                let slot = match key {
-                    Key::Content => &mut top.content,
-                    Key::IsError => &mut top.is_error,
-                    Key::Structured => &mut top.structured,
-                    Key::ResultType => &mut top.result_type,
-                    Key::Other => {
-                        map.next_value::<IgnoredAny>()?;
-                        continue;
-                    }
-                };
-                if slot.replace(map.next_value()?).is_some() {
-                    return Err(A::Error::custom("a member named twice"));
-                }
-            }
-            Ok(top)
+        fn scalar<E: serde::de::Error>(&self) -> Result<(), E> {
+            if self.want == Want::Any { Ok(()) } else { Err(E::custom("not what a plain result holds here")) }
         }
     }
-    /// A content array whose every block is an object with a string `type`.
-    struct Blocks;
-    impl<'de> Visitor<'de> for Blocks {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("content blocks")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while seq.next_element_seed(Block)?.is_some() {}
-            Ok(())
-        }
-    }
-    struct Block;
-    impl<'de> serde::de::DeserializeSeed<'de> for Block {
+    impl<'de> DeserializeSeed<'de> for Read<'_, 'de> {
         type Value = ();
         fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-            deserializer.deserialize_map(self)
+            deserializer.deserialize_any(self)
         }
     }
-    impl<'de> Visitor<'de> for Block {
+    impl<'de> Visitor<'de> for Read<'_, 'de> {
         type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a content block")
+        fn expecting(&self, f: &mut Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a plain tool result")
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let mut kind: Option<&'de RawValue> = None;
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                if key != "type" {
-                    map.next_value::<IgnoredAny>()?;
-                } else if kind.replace(map.next_value()?).is_some() {
-                    return Err(A::Error::custom("a type named twice"));
+        fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+            self.scalar()
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+            self.scalar()
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+            self.scalar()
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+            self.scalar()
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+            self.scalar()
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+            if self.want == Want::Text { Ok(()) } else { self.scalar() }
+        }
+        fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+            let each = match self.want {
+                Want::Any => Want::Any,
+                Want::Blocks => Want::Block,
+                _ => return Err(A::Error::custom("an array where a plain result has none")),
+            };
+            while seq.next_element_seed(self.next(each))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+            if matches!(self.want, Want::Blocks | Want::Text) {
+                return Err(A::Error::custom("an object where a plain result has none"));
+            }
+            let first = self.keys.len();
+            let (mut content, mut kind) = (false, false);
+            while let Some(key) = map.next_key::<&'de str>()? {
+                let seen = &self.keys[first..];
+                if seen.len() >= MOST_MEMBERS || seen.iter().any(|at| &self.text[at.clone()] == key) {
+                    return Err(A::Error::custom("a member named twice, or too many to compare"));
+                }
+                let at = key.as_ptr() as usize - self.text.as_ptr() as usize;
+                self.keys.push(at..at + key.len());
+                match (self.want, key) {
+                    (Want::Result, "content") => {
+                        content = true;
+                        map.next_value_seed(self.next(Want::Blocks))?;
+                    }
+                    (Want::Result, "isError") => {
+                        if map.next_value::<bool>()? {
+                            return Err(A::Error::custom("an error"));
+                        }
+                    }
+                    (Want::Result, "structuredContent") => map.next_value_seed(self.next(Want::Object))?,
+                    (Want::Result, "resultType") => {
+                        if map.next_value::<&str>()? != "complete" {
+                            return Err(A::Error::custom("not complete"));
+                        }
+                    }
+                    (Want::Block, "type") => {
+                        kind = true;
+                        map.next_value_seed(self.next(Want::Text))?;
+                    }
+                    _ => map.next_value_seed(self.next(Want::Any))?,
                 }
             }
-            match kind {
-                Some(kind) if kind.get().starts_with('"') => Ok(()),
-                _ => Err(A::Error::custom("a block without a string type")),
+            self.keys.truncate(first);
+            match self.want {
+                Want::Result if !content => Err(A::Error::custom("no content")),
+                Want::Block if !kind => Err(A::Error::custom("a block without a type")),
+                _ => Ok(()),
             }
         }
     }
-
+    keys.clear();
     let mut de = serde_json::Deserializer::from_str(text);
-    let Ok(top) = (&mut de).deserialize_map(TopVisitor) else { return false };
-    let Some(content) = top.content else { return false };
-    let blocks = serde_json::Deserializer::from_str(content.get()).deserialize_seq(Blocks).is_ok();
-    blocks
-        && top.is_error.is_none_or(|e| e.get() == "false")
-        && top.structured.is_none_or(|s| s.get().starts_with('{'))
-        && top.result_type.is_none_or(|t| t.get() == "\"complete\"")
+    Read { text, keys, want: Want::Result }.deserialize(&mut de).is_ok()
 }
 
 #[cfg(test)]
@@ -240,10 +266,11 @@ mod tests {
             r#"{"content":[],"structuredContent":{"n":1.0,"m":1e2,"k":-0,"big":123456789012345678901234},"resultType":"complete"}"#,
             r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png","_meta":{"x":[1,{"y":null}]}}],"extra":[true]}"#,
             r#"{"isError":false,"content":[{"type":"te\u0078t","text":""}]}"#,
+            r#"{"content":[{"type":"text","text":"a","_meta":{"text":"b","a":{"text":"c"}}}],"structuredContent":{"a":{"a":1},"b":{"a":2}}}"#,
         ];
         for text in plain {
             let mut out = b"earlier line\n".to_vec();
-            assert!(plain_tool_line(text, &mut out), "not plain: {text}");
+            assert!(plain_tool_line(text, &mut out, &mut Vec::new()), "not plain: {text}");
             let value: Value = serde_json::from_str(text).unwrap();
             assert_eq!(check("tools/call", &value), Ok(()), "{text}");
             let want = format!("earlier line\n{}", serde_json::to_string(&value).unwrap());
@@ -262,6 +289,9 @@ mod tests {
             r#"{"content":[],"resultType":"input_required"}"#,
             r#"{"content":[],"content":[]}"#,
             r#"{"content":[{"type":"text","type":"text"}]}"#,
+            r#"{"content":[{"type":"text","text":"a","text":"b"}]}"#,
+            r#"{"content":[],"structuredContent":{"a":{"b":1,"c":[{"d":1,"d":2}]}}}"#,
+            r#"{"content":[{"type":"text","te\u0078t":"a"}]}"#,
             r#"{"content":[],"n":1e999}"#,
             r#"{"content":[]} trailing"#,
             r#"[{"content":[]}]"#,
@@ -269,7 +299,7 @@ mod tests {
         ];
         for text in other {
             let mut out = b"earlier line\n".to_vec();
-            assert!(!plain_tool_line(text, &mut out), "taken as plain: {text}");
+            assert!(!plain_tool_line(text, &mut out, &mut Vec::new()), "taken as plain: {text}");
             assert_eq!(out, b"earlier line\n", "{text}");
         }
     }

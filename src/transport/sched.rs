@@ -106,8 +106,11 @@ const SHORT_SLICE: Duration = Duration::from_micros(100);
 /// again: 3.85 context switches a call); a shorter slice gives the woken worker the earlier
 /// virtual deadline, so it reads the answer first and the caller, back from its write, finds
 /// it waiting (3.0 a call; 2000 calls pinned 43.6 -> 37.5 ms). Linux 6.12 and later honour
-/// a fair task's own slice (EEVDF); older kernels ignore it. Only for sequential streams:
-/// with 16 calls in flight the same slice cost more switches (600 -> 830-940).
+/// a fair task's own slice (EEVDF); older kernels ignore it. Only while a sequential stream
+/// runs (then every stdio worker of the process takes it: a one-shot command has one
+/// server, and the shell runs nothing else during the stream): with 16 calls in flight the
+/// same slice cost more switches (600 -> 830-940). The thread's nice value and policy are
+/// kept (`set_slice` changes the slice alone).
 pub fn worker_slice(short: bool) {
     if !BATCH.load(Ordering::Relaxed) {
         return;
@@ -183,16 +186,17 @@ fn set_slice(slice: Duration) {
         deadline: u64,
         period: u64,
     }
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: libc::SCHED_BATCH as u32,
-        flags: 0,
-        nice: 0,
-        priority: 0,
-        runtime: slice.as_nanos() as u64,
-        deadline: 0,
-        period: 0,
-    };
+    let size = std::mem::size_of::<SchedAttr>() as u32;
+    let mut attr = SchedAttr { size, policy: 0, flags: 0, nice: 0, priority: 0, runtime: 0, deadline: 0, period: 0 };
+    // The thread's own attributes first: only the slice changes (its nice value, which an
+    // unprivileged thread could not lower again, and its policy stay as they are).
+    // SAFETY: pid 0 is the calling thread; `attr` is writable for the `size` bytes given.
+    let read = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr as *mut SchedAttr, size, 0) };
+    if read != 0 || attr.policy != libc::SCHED_BATCH as u32 {
+        return;
+    }
+    attr.size = size;
+    attr.runtime = slice.as_nanos() as u64;
     // SAFETY: pid 0 is the calling thread; `attr` outlives the call and its size is given.
     let done = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
     if done != 0 {
@@ -277,12 +281,20 @@ mod tests {
         std::thread::spawn(|| {
             enter_batch();
             assert_eq!(policy_of(0), libc::SCHED_BATCH);
+            // A nicer thread stays as nice: it could not lower its nice value again.
+            // SAFETY: plain calls on the calling thread (Linux: a thread's own nice value).
+            let nice = unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, 0, 5);
+                libc::getpriority(libc::PRIO_PROCESS, 0)
+            };
             let before = reported_slice();
             worker_slice(true);
             let short = reported_slice();
             worker_slice(false);
             let back = reported_slice();
             assert_eq!(policy_of(0), libc::SCHED_BATCH, "the policy stays batch");
+            // SAFETY: a plain query of the calling thread's nice value.
+            assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, nice, "the nice value stays");
             // Kernels before 6.12 report no slice for a fair task; from 6.12 on they report it.
             if short != 0 {
                 assert_eq!(short, SHORT_SLICE.as_nanos() as u64);

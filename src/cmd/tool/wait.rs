@@ -202,8 +202,9 @@ pub struct HeldLines {
     out: std::io::BufWriter<std::io::Stdout>,
     /// When the oldest line not yet flushed was written.
     since: Option<Instant>,
-    /// A line being made (`plain_tool_line`), kept between lines.
+    /// A line being made (`plain_tool_line`), and room for its check, kept between lines.
     scratch: Vec<u8>,
+    keys: Vec<std::ops::Range<usize>>,
 }
 
 /// How long a result line may wait in the block for the ones after it.
@@ -215,6 +216,7 @@ impl HeldLines {
             out: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout()),
             since: None,
             scratch: Vec::new(),
+            keys: Vec::new(),
         }
     }
 
@@ -231,7 +233,7 @@ impl HeldLines {
     pub fn plain_tool_line(&mut self, text: &str) -> std::io::Result<bool> {
         use std::io::Write;
         self.scratch.clear();
-        if !crate::session::envelope::plain_tool_line(text, &mut self.scratch) {
+        if !crate::session::envelope::plain_tool_line(text, &mut self.scratch, &mut self.keys) {
             return Ok(false);
         }
         self.scratch.push(b'\n');
