@@ -281,26 +281,20 @@ impl Router for Registry {
     }
 
     fn route(&self, conn: ConnId, id: u64, result: Result<Value, ResponseError>) -> bool {
-        let entry = self.lock().remove_wire(conn, id);
-        match entry {
-            Some(entry) => {
-                let _ = entry.reply.send(CallUpdate::done(result.map_err(CallError::Rpc)));
-                true
-            }
-            None => false,
-        }
+        self.answer(conn, id, |_| Finished::Result(result.map_err(CallError::Rpc)))
     }
 
     fn route_text(&self, conn: ConnId, id: u64, frame: String, span: std::ops::Range<usize>) -> bool {
-        let entry = self.lock().remove_wire(conn, id);
-        match entry {
-            Some(entry) => {
-                let text = Finished::Text { frame, span, method: entry.method };
-                let _ = entry.reply.send(CallUpdate::Done(Box::new(text)));
-                true
-            }
-            None => false,
-        }
+        self.answer(conn, id, |entry| Finished::Text { frame, span, method: entry.method })
+    }
+}
+
+impl Registry {
+    /// Ends the call waiting for `id` with what `finished` makes of it; false when none waits.
+    fn answer(&self, conn: ConnId, id: u64, finished: impl FnOnce(&Entry) -> Finished) -> bool {
+        let Some(entry) = self.lock().remove_wire(conn, id) else { return false };
+        let _ = entry.reply.send(CallUpdate::Done(Box::new(finished(&entry))));
+        true
     }
 }
 

@@ -105,9 +105,7 @@ impl Fleet {
         let (members, healths): (Vec<Member>, Vec<Health>) = started.into_iter().unzip();
         (Fleet { members }, healths)
     }
-}
 
-impl Fleet {
     /// For a one-shot command about to exit: the servers' listings are left to the operating
     /// system (`Session::leave_listings_to_exit`) instead of being freed value by value, by a
     /// thread other than those that read them.
