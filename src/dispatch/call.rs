@@ -42,6 +42,10 @@ pub enum Finished {
     },
 }
 
+/// Why a result the worker checked as JSON is invalid all the same: a value cannot hold it
+/// (a number past f64, nesting past serde_json's limit).
+pub const UNREADABLE: &str = "is JSON that nod cannot read into a value";
+
 impl Finished {
     /// The result's JSON text, when it came as text.
     pub fn text(&self) -> Option<&str> {
@@ -54,8 +58,9 @@ impl Finished {
     pub fn into_result(self) -> Result<Value, CallError> {
         match self {
             Finished::Result(result) => result,
-            Finished::Text { frame, span, method } => serde_json::from_str(&frame[span])
-                .map_err(|_| CallError::Invalid { method, why: "is JSON that nod cannot read into a value" }),
+            Finished::Text { frame, span, method } => {
+                serde_json::from_str(&frame[span]).map_err(|_| CallError::Invalid { method, why: UNREADABLE })
+            }
         }
     }
 }

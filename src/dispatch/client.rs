@@ -14,7 +14,9 @@ use crossbeam_channel::{Receiver, Sender, select};
 use serde_json::Value;
 
 use super::pending::{NewCall, Refused, Registry};
-use super::{CallError, CallId, CallUpdate, Command, ConnShared, Dispatcher, GroupId, InboundHandler, ProgressPolicy};
+use super::{
+    CallError, CallId, CallUpdate, Command, ConnShared, Dispatcher, Finished, GroupId, InboundHandler, ProgressPolicy,
+};
 use crate::jsonrpc;
 use crate::transport::{ConnId, Link, NotifyKind, Outbound, Report, RequestMeta, WorkerHandle};
 use crate::util::JoinOnDrop;
@@ -83,12 +85,17 @@ impl PendingCall {
 
     /// Waits for the result, passing progress to `on_progress`. The dispatcher enforces the
     /// deadline, and fails the call if it stops, so this always returns.
-    pub fn wait(&self, mut on_progress: impl FnMut(&super::Progress)) -> Result<Value, CallError> {
+    pub fn wait(&self, on_progress: impl FnMut(&super::Progress)) -> Result<Value, CallError> {
+        self.wait_finished(on_progress).into_result()
+    }
+
+    /// `wait`, with a small plain answer left as its text (`Finished::Text`).
+    pub fn wait_finished(&self, mut on_progress: impl FnMut(&super::Progress)) -> Finished {
         loop {
             match self.updates.recv() {
                 Ok(CallUpdate::Progress(p)) => on_progress(&p),
-                Ok(CallUpdate::Done(finished)) => return finished.into_result(),
-                Err(_) => return Err(stopped()),
+                Ok(CallUpdate::Done(finished)) => return *finished,
+                Err(_) => return Finished::Result(Err(stopped())),
             }
         }
     }

@@ -19,7 +19,7 @@ mod pending;
 #[cfg(test)]
 mod tests;
 
-pub use call::{CallError, CallUpdate, Finished, Limit, Progress, ProgressPolicy, Refusal};
+pub use call::{CallError, CallUpdate, Finished, Limit, Progress, ProgressPolicy, Refusal, UNREADABLE};
 pub use client::{Engine, PendingCall, Request};
 
 /// An instant so far ahead that it never comes (for "no deadline" without overflow).

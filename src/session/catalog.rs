@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use serde_json::{Value, json};
 
-use super::Session;
+use super::{Answer, Session};
 use crate::dispatch::CallError;
 use crate::json::Member;
 use crate::jsonrpc::METHOD_NOT_FOUND;
@@ -230,7 +230,8 @@ fn page_timeout(session: &Session, deadline: Instant) -> Duration {
 /// Lists `kind` to the end as `list` does, handing each page's items (with their
 /// `unusable` marks) to `on_page` as it arrives instead of keeping them all: what a one-shot
 /// listing prints needs one page in memory at a time, where the whole listing of 1,000 tools
-/// is about 3 MiB of parsed values. The listing returned has no items, only what was
+/// is about 3 MiB of parsed values. A page of an initialize-era server that came as text is
+/// read item by item (`page`), and `on_page` then gets one item at a time. The listing returned has no items, only what was
 /// rejected. A listing the session holds (fresh or stale) is handed over whole as one page;
 /// one fetched here is not cached, so a later `list` fetches it again.
 pub fn list_pages(session: &Session, kind: Kind, on_page: &mut dyn FnMut(&Listing)) -> anyhow::Result<Listing> {
@@ -252,7 +253,8 @@ fn fetch(session: &Session, kind: Kind, deadline: Instant, first: Option<super::
 }
 
 /// `fetch`, handing each page to `on_page` (when given) once it is checked and its cursor
-/// taken, and then dropping the page's items.
+/// taken, and then dropping the page's items. A page of an initialize-era server that came as
+/// text is read item by item (`page`) and each item handed on alone.
 fn fetch_pages(
     session: &Session,
     kind: Kind,
@@ -265,16 +267,21 @@ fn fetch_pages(
     let mut handed = 0;
     let mut cursor: Option<String> = None;
     let mut seen = HashSet::new();
+    let invalid = |why| anyhow::Error::new(CallError::Invalid { method: kind.method(), why }).context(kind.method());
     for _ in 0..MAX_PAGES {
-        let answer = match first.take() {
-            Some(call) => session.wait(call, |_| {}),
+        let call = match first.take() {
+            Some(call) => call,
             None => {
                 let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-                session.request_with(kind.method(), params, page_timeout(session, deadline))
+                session.start(kind.method(), params, page_timeout(session, deadline), None)
             }
         };
-        let mut page = match answer {
-            Ok(page) => page,
+        let answer = match on_page {
+            Some(_) => session.wait_answer(call),
+            None => session.wait(call, |_| {}).map(Answer::Value),
+        };
+        let answer = match answer {
+            Ok(answer) => answer,
             // A server that declares the capability but has no handler for this listing (the
             // Python SDK's low-level server without templates): the listing is empty.
             Err(CallError::Rpc(error)) if error.code == METHOD_NOT_FOUND && cursor.is_none() => {
@@ -283,53 +290,54 @@ fn fetch_pages(
             }
             Err(err) => return Err(anyhow::Error::new(err).context(kind.method())),
         };
-        let Some(Value::Array(items)) = page.get_mut(kind.key()).map(Value::take) else {
-            bail!("{}: the answer has no {} array", kind.method(), kind.key());
-        };
-        for item in items {
-            match check(kind, &item) {
-                Ok(()) if kind == Kind::Tools && session.is_modern() && session.is_remote() => {
-                    // 2026-07-28 over HTTP: a tool whose x-mcp-header markings cannot be
-                    // mirrored into headers is left out (SEP-2243).
-                    match crate::mcp::headers::markings(&item) {
-                        Ok(_) => {
-                            if let Some(why) = tool_problem(&item) {
-                                let name = item["name"].as_str().unwrap_or("").to_string();
-                                listing.unusable.push((name, why));
-                            }
-                            listing.items.push(item);
-                        }
-                        Err(why) => {
-                            let name = crate::util::one_line(item["name"].as_str().unwrap_or(""));
-                            log::warn!("server {}: tool {name} left out: {why}", session.name);
-                            listing.rejected.push(format!("tool {name}: {why}"));
-                        }
-                    }
+        let no_array = || anyhow::anyhow!("{}: the answer has no {} array", kind.method(), kind.key());
+        let (next, full, whole) = match answer {
+            Answer::Value(mut page) => {
+                let Some(Value::Array(items)) = page.get_mut(kind.key()).map(Value::take) else {
+                    return Err(no_array());
+                };
+                for item in items {
+                    take(session, kind, &mut listing, item);
                 }
-                Ok(()) => {
-                    if kind == Kind::Tools
-                        && let Some(why) = tool_problem(&item)
-                    {
-                        let name = item["name"].as_str().unwrap_or("").to_string();
-                        listing.unusable.push((name, why));
-                    }
-                    listing.items.push(item);
+                let full = handed + listing.items.len() >= MAX_ITEMS;
+                if full {
+                    listing.items.truncate(MAX_ITEMS - handed);
+                } else if session.is_modern() {
+                    let ttl = page.get("ttlMs").and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
+                    let ttl = Duration::from_millis(ttl.min(crate::config::MAX_TIMEOUT_MS));
+                    listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
                 }
-                Err(why) => listing.rejected.push(why.to_string()),
+                (page.get_mut("nextCursor").map(Value::take), full, true)
             }
-        }
-        let full = handed + listing.items.len() >= MAX_ITEMS;
+            Answer::Text { frame, span } => {
+                let on_page = on_page.as_mut().expect("only a listing handed on page by page waits for text");
+                let page = super::page::read(&frame[span], kind.key(), &mut |item| {
+                    take(session, kind, &mut listing, item);
+                    on_page(&listing);
+                    handed += listing.items.len();
+                    listing.items.clear();
+                    listing.unusable.clear();
+                    handed < MAX_ITEMS
+                })
+                .map_err(|unread| invalid(unread.why()))?;
+                // What `Session::settle` would have refused (the session is not modern).
+                if let Some(Value::String(result_type)) = &page.result_type
+                    && result_type != "complete"
+                {
+                    return Err(invalid(super::UNKNOWN_RESULT_TYPE));
+                }
+                if !page.listed {
+                    return Err(no_array());
+                }
+                (page.next_cursor, handed >= MAX_ITEMS, false)
+            }
+        };
         if full {
-            listing.items.truncate(MAX_ITEMS - handed);
             let note = format!("{}: stopped at {MAX_ITEMS} items; the rest are not listed", kind.method());
             log::warn!("server {}: {note}", session.name);
             listing.rejected.push(note);
-        } else if session.is_modern() {
-            let ttl = page.get("ttlMs").and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
-            let ttl = Duration::from_millis(ttl.min(crate::config::MAX_TIMEOUT_MS));
-            listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
         }
-        let next = match page.get("nextCursor") {
+        let next = match next {
             _ if full => None,
             None | Some(Value::Null) => None,
             Some(Value::String(next)) => {
@@ -339,11 +347,11 @@ fn fetch_pages(
                 if !seen.insert(next.clone()) {
                     bail!("{}: the server repeated a cursor; the listing would never end", kind.method());
                 }
-                Some(next.clone())
+                Some(next)
             }
             Some(_) => bail!("{}: nextCursor is not a string", kind.method()),
         };
-        if let Some(on_page) = on_page.as_mut() {
+        if whole && let Some(on_page) = on_page.as_mut() {
             on_page(&listing);
             handed += listing.items.len();
             listing.items.clear();
@@ -355,6 +363,41 @@ fn fetch_pages(
         }
     }
     bail!("{}: more than {MAX_PAGES} pages; stopped", kind.method())
+}
+
+/// Checks one listed item: kept in `listing` (with why it cannot be used, if so), or
+/// rejected with the reason.
+fn take(session: &Session, kind: Kind, listing: &mut Listing, item: Value) {
+    match check(kind, &item) {
+        Ok(()) if kind == Kind::Tools && session.is_modern() && session.is_remote() => {
+            // 2026-07-28 over HTTP: a tool whose x-mcp-header markings cannot be mirrored
+            // into headers is left out (SEP-2243).
+            match crate::mcp::headers::markings(&item) {
+                Ok(_) => {
+                    if let Some(why) = tool_problem(&item) {
+                        let name = item["name"].as_str().unwrap_or("").to_string();
+                        listing.unusable.push((name, why));
+                    }
+                    listing.items.push(item);
+                }
+                Err(why) => {
+                    let name = crate::util::one_line(item["name"].as_str().unwrap_or(""));
+                    log::warn!("server {}: tool {name} left out: {why}", session.name);
+                    listing.rejected.push(format!("tool {name}: {why}"));
+                }
+            }
+        }
+        Ok(()) => {
+            if kind == Kind::Tools
+                && let Some(why) = tool_problem(&item)
+            {
+                let name = item["name"].as_str().unwrap_or("").to_string();
+                listing.unusable.push((name, why));
+            }
+            listing.items.push(item);
+        }
+        Err(why) => listing.rejected.push(why.to_string()),
+    }
 }
 
 /// Why a catalog item was left out.

@@ -11,6 +11,7 @@ pub(crate) mod envelope;
 pub mod fleet;
 mod lifecycle;
 mod modern;
+mod page;
 use lifecycle::{initialize_error, truncate};
 pub mod query;
 mod remote;
@@ -32,8 +33,8 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::dispatch::{
-    CallError, CallUpdate, ConnShared, Engine, GroupId, InboundHandler, Limit, PendingCall, Progress, ProgressPolicy,
-    Request,
+    CallError, CallUpdate, ConnShared, Engine, Finished, GroupId, InboundHandler, Limit, PendingCall, Progress,
+    ProgressPolicy, Request,
 };
 use crate::json::Member;
 use crate::jsonrpc;
@@ -105,6 +106,19 @@ const INSTRUCTIONS_BYTES: usize = 2048;
 /// The caller's last check before a request goes to the transport (a permission decision,
 /// a subagent's view): run again before every retry of the request.
 pub type Admit = Arc<dyn Fn() -> Result<(), crate::dispatch::Refusal> + Send + Sync>;
+
+/// Why a result whose `resultType` nod does not know is refused.
+pub(crate) const UNKNOWN_RESULT_TYPE: &str = "has an unknown resultType";
+
+/// An answer as `Session::wait_answer` gives it.
+pub enum Answer {
+    Value(Value),
+    /// `frame[span]` is the result's JSON, checked to be JSON.
+    Text {
+        frame: String,
+        span: std::ops::Range<usize>,
+    },
+}
 
 /// A request in flight, as the session sees it: the engine's pending call plus what a replay
 /// on a new session needs.
@@ -325,7 +339,7 @@ impl Session {
                     return self.give_input(call, &asked);
                 }
                 Some(_) => {
-                    return Some(Err(CallError::Invalid { method: call.method, why: "has an unknown resultType" }));
+                    return Some(Err(CallError::Invalid { method: call.method, why: UNKNOWN_RESULT_TYPE }));
                 }
             }
             return Some(match envelope::check(call.method, value) {
@@ -391,6 +405,24 @@ impl Session {
             setting: "operation_timeout_ms",
             value: self.operation_timeout,
             stretched: stretched.then_some(PROGRESS_CAP_FACTOR),
+        }
+    }
+
+    /// Waits for a call as `wait` does, except that a small plain answer of an
+    /// initialize-era session comes back as the text it arrived as, for the caller to read
+    /// as it goes (a listing page, `catalog`). Such an answer has not been settled: the
+    /// caller applies what `settle` would (`UNKNOWN_RESULT_TYPE`, and the result's shape).
+    pub fn wait_answer(&self, mut call: Call) -> Result<Answer, CallError> {
+        loop {
+            let finished = call.pending.wait_finished(|_| {});
+            if !self.is_modern()
+                && let Finished::Text { frame, span, .. } = finished
+            {
+                return Ok(Answer::Text { frame, span });
+            }
+            if let Some(result) = self.settle(&mut call, finished.into_result()) {
+                return result.map(Answer::Value);
+            }
         }
     }
 

@@ -134,6 +134,47 @@ fn a_listing_that_fails_on_a_later_page_prints_none_of_it() {
 }
 
 #[test]
+fn a_page_that_names_its_tools_twice_is_refused_where_it_is_read_item_by_item() {
+    let env = Env::new();
+    env.fixture(&["--tools", "25", "--page-size", "10", "--scenario", "odd-pages"], json!({}));
+    // A plain listing reads a page as it goes, and by the second array it has read the
+    // first: it refuses the page, and prints none of the listing.
+    let out = env.nod(["mcp", "tool", "list", SERVER]).run();
+    out.code(2).stderr_has("names its items twice").stdout_lacks("decoy").stdout_lacks("echo");
+    // Read whole, the page's value keeps the last array, as JSON readers do.
+    let out = env.nod(["mcp", "tool", "list", SERVER, "--json"]).run();
+    out.code(0).stdout_lacks("decoy").stdout_has("echo");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_page_with_a_result_type_nod_does_not_know_is_refused_on_either_road() {
+    let env = Env::new();
+    env.fixture(
+        &["--tools", "25", "--page-size", "10", "--scenario", "odd-pages", "--result-type", "later"],
+        json!({}),
+    );
+    for json in [false, true] {
+        let mut args = vec!["mcp", "tool", "list", SERVER];
+        if json {
+            args.push("--json");
+        }
+        let out = env.nod(args).run();
+        out.code(2).stderr_has("unknown resultType").stdout_lacks("echo");
+    }
+    // "complete" is what a page says when it says anything.
+    let env = Env::new();
+    env.fixture(
+        &["--tools", "25", "--page-size", "10", "--scenario", "odd-pages", "--result-type", "complete"],
+        json!({}),
+    );
+    let out = env.nod(["mcp", "tool", "list", SERVER]).run();
+    out.code(0).stdout_has("echo");
+    assert!(out.text().lines().count() > 25, "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
+#[test]
 fn elicit_defaults_accepts_the_form_with_its_defaults() {
     let env = Env::new();
     env.fixture(&[], json!({}));
