@@ -231,9 +231,10 @@ fn page_timeout(session: &Session, deadline: Instant) -> Duration {
 /// `unusable` marks) to `on_page` as it arrives instead of keeping them all: what a one-shot
 /// listing prints needs one page in memory at a time, where the whole listing of 1,000 tools
 /// is about 3 MiB of parsed values. A page of an initialize-era server that came as text is
-/// read item by item (`page`), and `on_page` then gets one item at a time. The listing returned has no items, only what was
-/// rejected. A listing the session holds (fresh or stale) is handed over whole as one page;
-/// one fetched here is not cached, so a later `list` fetches it again.
+/// read item by item (`page`), and `on_page` then gets one item at a time. The listing
+/// returned has no items, only what was rejected. A listing the session holds (fresh or
+/// stale) is handed over whole as one page; one fetched here is not cached, so a later `list`
+/// fetches it again.
 pub fn list_pages(session: &Session, kind: Kind, on_page: &mut dyn FnMut(&Listing)) -> anyhow::Result<Listing> {
     let named = |e: anyhow::Error| e.context(format!("server {}", session.name));
     match cached(session, kind).map_err(named)? {
@@ -296,13 +297,15 @@ fn fetch_pages(
                 let Some(Value::Array(items)) = page.get_mut(kind.key()).map(Value::take) else {
                     return Err(no_array());
                 };
+                // Past the bound nothing is taken (nor noted as rejected), as on the road below.
                 for item in items {
+                    if handed + listing.items.len() >= MAX_ITEMS {
+                        break;
+                    }
                     take(session, kind, &mut listing, item);
                 }
                 let full = handed + listing.items.len() >= MAX_ITEMS;
-                if full {
-                    listing.items.truncate(MAX_ITEMS - handed);
-                } else if session.is_modern() {
+                if !full && session.is_modern() {
                     let ttl = page.get("ttlMs").and_then(Value::as_i64).unwrap_or(0).max(0) as u64;
                     let ttl = Duration::from_millis(ttl.min(crate::config::MAX_TIMEOUT_MS));
                     listing.ttl = Some(listing.ttl.map_or(ttl, |t| t.min(ttl)));
@@ -321,9 +324,7 @@ fn fetch_pages(
                 })
                 .map_err(|unread| invalid(unread.why()))?;
                 // What `Session::settle` would have refused (the session is not modern).
-                if let Some(Value::String(result_type)) = &page.result_type
-                    && result_type != "complete"
-                {
+                if super::ResultKind::of(page.result_type.as_ref(), false) != super::ResultKind::Complete {
                     return Err(invalid(super::UNKNOWN_RESULT_TYPE));
                 }
                 if !page.listed {

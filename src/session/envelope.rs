@@ -10,10 +10,13 @@ use serde_json::Value;
 use crate::json::Member;
 use crate::mcp::method;
 
+/// Why a result that is not an object is refused.
+pub const NOT_AN_OBJECT: &str = "is not a JSON object";
+
 /// Checks `result`, the answer to `method_name`.
 pub fn check(method_name: &str, result: &Value) -> Result<(), &'static str> {
     let Value::Object(obj) = result else {
-        return Err("is not a JSON object");
+        return Err(NOT_AN_OBJECT);
     };
     let array = |key: &str| obj.member(key).map(Value::is_array);
     match method_name {

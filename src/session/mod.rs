@@ -108,10 +108,30 @@ const INSTRUCTIONS_BYTES: usize = 2048;
 pub type Admit = Arc<dyn Fn() -> Result<(), crate::dispatch::Refusal> + Send + Sync>;
 
 /// Why a result whose `resultType` nod does not know is refused.
-pub(crate) const UNKNOWN_RESULT_TYPE: &str = "has an unknown resultType";
+const UNKNOWN_RESULT_TYPE: &str = "has an unknown resultType";
+
+/// What a result says it is (2026-07-28): no `resultType` (an older server) or "complete" is
+/// a complete result; "input_required" asks for input, at that revision only; any other
+/// string is not an answer nod can use.
+#[derive(PartialEq, Eq)]
+enum ResultKind {
+    Complete,
+    InputRequired,
+    Unknown,
+}
+
+impl ResultKind {
+    fn of(result_type: Option<&Value>, modern: bool) -> ResultKind {
+        match result_type.and_then(Value::as_str) {
+            None | Some("complete") => ResultKind::Complete,
+            Some("input_required") if modern => ResultKind::InputRequired,
+            Some(_) => ResultKind::Unknown,
+        }
+    }
+}
 
 /// An answer as `Session::wait_answer` gives it.
-pub enum Answer {
+enum Answer {
     Value(Value),
     /// `frame[span]` is the result's JSON, checked to be JSON.
     Text {
@@ -332,13 +352,13 @@ impl Session {
         if let Ok(value) = &result {
             // 2026-07-28 results say what they are: no resultType is a complete result (an
             // older server), an unknown one is not an answer nod can use.
-            match value.member("resultType").and_then(Value::as_str) {
-                None | Some("complete") => {}
-                Some("input_required") if self.is_modern() => {
+            match ResultKind::of(value.member("resultType"), self.is_modern()) {
+                ResultKind::Complete => {}
+                ResultKind::InputRequired => {
                     let asked = value.clone();
                     return self.give_input(call, &asked);
                 }
-                Some(_) => {
+                ResultKind::Unknown => {
                     return Some(Err(CallError::Invalid { method: call.method, why: UNKNOWN_RESULT_TYPE }));
                 }
             }
@@ -411,8 +431,8 @@ impl Session {
     /// Waits for a call as `wait` does, except that a small plain answer of an
     /// initialize-era session comes back as the text it arrived as, for the caller to read
     /// as it goes (a listing page, `catalog`). Such an answer has not been settled: the
-    /// caller applies what `settle` would (`UNKNOWN_RESULT_TYPE`, and the result's shape).
-    pub fn wait_answer(&self, mut call: Call) -> Result<Answer, CallError> {
+    /// caller applies what `settle` would (`ResultKind`, and the result's shape).
+    fn wait_answer(&self, mut call: Call) -> Result<Answer, CallError> {
         loop {
             let finished = call.pending.wait_finished(|_| {});
             if !self.is_modern()

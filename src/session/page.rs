@@ -6,13 +6,17 @@
 //!
 //! Apart from the order of the work, the page means what its value would mean: the same
 //! items (each read by `Value`'s own deserializer), the last `nextCursor` and `resultType` of
-//! an object that names one twice, the same depth limit. One thing differs: a page that
-//! names its items twice is refused, where a value would keep the last array; by then the
-//! first array's items were handed on.
+//! an object that names one twice, the same depth limit, and what the page holds besides is
+//! read as a value too (and dropped), so that what a value cannot hold (a number past f64, a
+//! lone surrogate, nesting past the limit) fails the page on both roads. Two things differ:
+//! a page that names its items twice is refused, where a value would keep the last array (by
+//! then the first array's items were handed on); and items are handed on one at a time, so a
+//! tool marked unusable marks itself alone, where a page read whole marks every tool of the
+//! page with its name (`Listing::unusable` is by name).
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// What a page said besides its items.
@@ -24,7 +28,7 @@ pub struct Page {
     pub result_type: Option<Value>,
 }
 
-/// Why a page could not be read.
+/// Why a page could not be read, in the order the whole-page road finds it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Unread {
     NotAnObject,
@@ -38,7 +42,7 @@ impl Unread {
     /// Why, as a call's answer is said to be invalid (`CallError::Invalid`).
     pub fn why(&self) -> &'static str {
         match self {
-            Unread::NotAnObject => "is not a JSON object",
+            Unread::NotAnObject => super::envelope::NOT_AN_OBJECT,
             Unread::Twice => "names its items twice",
             Unread::Unreadable => crate::dispatch::UNREADABLE,
         }
@@ -58,9 +62,15 @@ pub fn read(text: &str, key: &str, on_item: &mut dyn FnMut(Value) -> bool) -> Re
             Ok(page)
         }
         Err(_) if twice => Err(Unread::Twice),
-        Err(_) if !object => Err(Unread::NotAnObject),
+        // Not an object: as a value would be refused, which tells JSON it cannot hold first.
+        Err(_) if !object && readable(text) => Err(Unread::NotAnObject),
         Err(_) => Err(Unread::Unreadable),
     }
+}
+
+/// Whether a value can hold `text` (a rare road: a result that is no object).
+fn readable(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok()
 }
 
 struct PageSeed<'a> {
@@ -99,9 +109,9 @@ impl<'de> Visitor<'de> for PageSeed<'_> {
                 }
                 Member::NextCursor => page.next_cursor = Some(map.next_value()?),
                 Member::ResultType => page.result_type = Some(map.next_value()?),
-                Member::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                // Read as a value would read it (`IgnoredAny` lets through what a value cannot
+                // hold), then dropped.
+                Member::Other => drop(map.next_value::<Value>()?),
             }
         }
         Ok(page)
@@ -170,12 +180,13 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
                 None => return Ok(true),
             }
         }
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        // The rest are read as values all the same, and dropped (see `Member::Other`).
+        while seq.next_element::<Value>()?.is_some() {}
         Ok(true)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        while map.next_entry::<String, Value>()?.is_some() {}
         Ok(false)
     }
 
@@ -207,6 +218,7 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::de::IgnoredAny;
     use serde_json::json;
 
     /// The page's items, read one by one, and what else it said.
@@ -228,6 +240,9 @@ mod tests {
             r#"{"tools":{"name":"not an array"}}"#,
             r#"{"tools":"no","nextCursor":3}"#,
             r#"{"other":[{"tools":[1]}]}"#,
+            // A name written with an escape is the same name; a resultType named twice.
+            r#"{"t\u006fols":[{"name":"e"}],"resultType":"x","resultType":"complete"}"#,
+            r#"{"tools":[{"big":18446744073709551616,"neg":-0,"min":-9223372036854775808}]}"#,
         ];
         for text in pages {
             let value: Value = serde_json::from_str(text).unwrap();
@@ -251,10 +266,30 @@ mod tests {
         assert_eq!(items("[1,2]").unwrap_err(), Unread::NotAnObject);
         assert_eq!(items(r#""page""#).unwrap_err(), Unread::NotAnObject);
         assert_eq!(items(r#"{"tools":[],"tools":[]}"#).unwrap_err(), Unread::Twice);
-        assert_eq!(items(r#"{"tools":[{"n":1e999}]}"#).unwrap_err(), Unread::Unreadable);
-        let deep = format!(r#"{{"tools":[{}{}]}}"#, "[".repeat(200), "]".repeat(200));
-        assert!(serde_json::from_str::<Value>(&deep).is_err());
-        assert_eq!(items(&deep).unwrap_err(), Unread::Unreadable);
+        let nested = |open: &str, close: &str| open.repeat(200) + &close.repeat(200);
+        let unreadable = [
+            r#"{"tools":[{"n":1e999}]}"#.to_string(),
+            format!(r#"{{"tools":[{}]}}"#, nested("[", "]")),
+            // Where the page holds more than its items, and where the items are no array.
+            r#"{"tools":[{"name":"a"}],"_meta":{"n":1e999}}"#.to_string(),
+            r#"{"_meta":"\ud800","tools":[]}"#.to_string(),
+            format!(r#"{{"tools":[],"_meta":{}1{}}}"#, r#"{"a":"#.repeat(200), "}".repeat(200)),
+            r#"{"tools":{"a":1e999}}"#.to_string(),
+            // A result that is no object, and no value either.
+            "[1e999]".to_string(),
+            r#""\ud800""#.to_string(),
+        ];
+        for text in unreadable {
+            assert!(serde_json::from_str::<IgnoredAny>(&text).is_ok(), "JSON as the worker checks it: {text}");
+            assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+            assert_eq!(items(&text).unwrap_err(), Unread::Unreadable, "{text}");
+        }
+    }
+
+    #[test]
+    fn items_past_the_last_one_wanted_are_read_as_values_too() {
+        let text = r#"{"tools":[{"name":"a"},{"n":1e999}]}"#;
+        assert_eq!(read(text, "tools", &mut |_| false).unwrap_err(), Unread::Unreadable);
     }
 
     #[test]

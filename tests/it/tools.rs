@@ -170,7 +170,10 @@ fn a_page_with_a_result_type_nod_does_not_know_is_refused_on_either_road() {
     );
     let out = env.nod(["mcp", "tool", "list", SERVER]).run();
     out.code(0).stdout_has("echo");
-    assert!(out.text().lines().count() > 25, "{}", out.dump());
+    let listed = env.nod(["mcp", "tool", "list", SERVER, "--json"]).run();
+    let tools = listed.code(0).json()["tools"].as_array().map_or(0, Vec::len);
+    assert!(tools > 25, "{}", listed.dump());
+    assert_eq!(out.text().lines().count(), tools, "{}", out.dump());
     env.assert_no_leftovers();
 }
 

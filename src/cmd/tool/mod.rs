@@ -26,7 +26,7 @@ pub(super) fn list(session: &Session, lasting: Lasting, ctx: &Context) -> anyhow
         super::names::remember(server, Some(&listing.items), None);
         if !ctx.options.json {
             let mut out = String::new();
-            write_rows(&listing, &mut out, ctx);
+            write_rows(&listing, &mut out, &mut Default::default(), ctx);
             print(&out)?;
         } else if listing.unusable.is_empty() {
             print_listing("tools", &listing.items)?;
@@ -41,8 +41,9 @@ pub(super) fn list(session: &Session, lasting: Lasting, ctx: &Context) -> anyhow
     // listing is complete.
     let mut out = String::new();
     let mut names = Vec::new();
+    let mut scratch = Default::default();
     let listing = catalog::list_pages(session, Catalog::Tools, &mut |page| {
-        write_rows(page, &mut out, ctx);
+        write_rows(page, &mut out, &mut scratch, ctx);
         names.extend(super::names::names_of(&page.items));
     })?;
     warn_rejected(server, &listing.rejected);
@@ -51,23 +52,24 @@ pub(super) fn list(session: &Session, lasting: Lasting, ctx: &Context) -> anyhow
     Ok(Exit::Ok)
 }
 
-/// One row a tool, built in two reused buffers: a listing of 1,000 tools is mostly this
-/// loop, and a row costs no allocation of its own.
-fn write_rows(listing: &Listing, out: &mut String, ctx: &Context) {
+/// One row a tool, built in two buffers the caller keeps (`scratch`): a listing of 1,000
+/// tools is mostly this loop, handed a page or a single tool at a time, and a row costs no
+/// allocation of its own.
+fn write_rows(listing: &Listing, out: &mut String, scratch: &mut (String, String), ctx: &Context) {
     out.reserve(listing.items.len() * 96);
-    let (mut line, mut about) = (String::new(), String::new());
+    let (line, about) = scratch;
     for tool in &listing.items {
         line.clear();
         about.clear();
-        write_signature(tool, &mut line);
+        write_signature(tool, line);
         about.push_str(super::render::first_line(tool.member("description").and_then(Value::as_str).unwrap_or("")));
-        write_marks(tool, listing, &mut about);
-        let about = super::render::first_line(&about);
+        write_marks(tool, listing, about);
+        let about = super::render::first_line(about);
         if !about.is_empty() {
             line.push_str("  ");
             line.push_str(about);
         }
-        super::render::push_row(out, &ctx.redactor.redact_cow(&line));
+        super::render::push_row(out, &ctx.redactor.redact_cow(line));
     }
 }
 
