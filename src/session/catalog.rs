@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use serde_json::{Value, json};
 
-use super::{Answer, Session};
+use super::Session;
+use super::envelope::{ResultKind, UNKNOWN_RESULT_TYPE};
+use super::page::Answer;
 use crate::dispatch::CallError;
 use crate::json::Member;
 use crate::jsonrpc::METHOD_NOT_FOUND;
@@ -324,8 +326,8 @@ fn fetch_pages(
                 })
                 .map_err(|unread| invalid(unread.why()))?;
                 // What `Session::settle` would have refused (the session is not modern).
-                if super::ResultKind::of(page.result_type.as_ref(), false) != super::ResultKind::Complete {
-                    return Err(invalid(super::UNKNOWN_RESULT_TYPE));
+                if ResultKind::of(page.result_type.as_ref(), false) != ResultKind::Complete {
+                    return Err(invalid(UNKNOWN_RESULT_TYPE));
                 }
                 if !page.listed {
                     return Err(no_array());

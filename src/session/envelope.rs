@@ -13,6 +13,29 @@ use crate::mcp::method;
 /// Why a result that is not an object is refused.
 pub const NOT_AN_OBJECT: &str = "is not a JSON object";
 
+/// Why a result whose `resultType` nod does not know is refused.
+pub const UNKNOWN_RESULT_TYPE: &str = "has an unknown resultType";
+
+/// What a result says it is (2026-07-28): no `resultType` (an older server) or "complete" is
+/// a complete result; "input_required" asks for input, at that revision only; any other
+/// string is not an answer nod can use.
+#[derive(PartialEq, Eq)]
+pub enum ResultKind {
+    Complete,
+    InputRequired,
+    Unknown,
+}
+
+impl ResultKind {
+    pub fn of(result_type: Option<&Value>, modern: bool) -> ResultKind {
+        match result_type.and_then(Value::as_str) {
+            None | Some("complete") => ResultKind::Complete,
+            Some("input_required") if modern => ResultKind::InputRequired,
+            Some(_) => ResultKind::Unknown,
+        }
+    }
+}
+
 /// Checks `result`, the answer to `method_name`.
 pub fn check(method_name: &str, result: &Value) -> Result<(), &'static str> {
     let Value::Object(obj) = result else {

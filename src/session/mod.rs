@@ -33,8 +33,8 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::dispatch::{
-    CallError, CallUpdate, ConnShared, Engine, Finished, GroupId, InboundHandler, Limit, PendingCall, Progress,
-    ProgressPolicy, Request,
+    CallError, CallUpdate, ConnShared, Engine, GroupId, InboundHandler, Limit, PendingCall, Progress, ProgressPolicy,
+    Request,
 };
 use crate::json::Member;
 use crate::jsonrpc;
@@ -106,39 +106,6 @@ const INSTRUCTIONS_BYTES: usize = 2048;
 /// The caller's last check before a request goes to the transport (a permission decision,
 /// a subagent's view): run again before every retry of the request.
 pub type Admit = Arc<dyn Fn() -> Result<(), crate::dispatch::Refusal> + Send + Sync>;
-
-/// Why a result whose `resultType` nod does not know is refused.
-const UNKNOWN_RESULT_TYPE: &str = "has an unknown resultType";
-
-/// What a result says it is (2026-07-28): no `resultType` (an older server) or "complete" is
-/// a complete result; "input_required" asks for input, at that revision only; any other
-/// string is not an answer nod can use.
-#[derive(PartialEq, Eq)]
-enum ResultKind {
-    Complete,
-    InputRequired,
-    Unknown,
-}
-
-impl ResultKind {
-    fn of(result_type: Option<&Value>, modern: bool) -> ResultKind {
-        match result_type.and_then(Value::as_str) {
-            None | Some("complete") => ResultKind::Complete,
-            Some("input_required") if modern => ResultKind::InputRequired,
-            Some(_) => ResultKind::Unknown,
-        }
-    }
-}
-
-/// An answer as `Session::wait_answer` gives it.
-enum Answer {
-    Value(Value),
-    /// `frame[span]` is the result's JSON, checked to be JSON.
-    Text {
-        frame: String,
-        span: std::ops::Range<usize>,
-    },
-}
 
 /// A request in flight, as the session sees it: the engine's pending call plus what a replay
 /// on a new session needs.
@@ -352,14 +319,14 @@ impl Session {
         if let Ok(value) = &result {
             // 2026-07-28 results say what they are: no resultType is a complete result (an
             // older server), an unknown one is not an answer nod can use.
-            match ResultKind::of(value.member("resultType"), self.is_modern()) {
-                ResultKind::Complete => {}
-                ResultKind::InputRequired => {
+            match envelope::ResultKind::of(value.member("resultType"), self.is_modern()) {
+                envelope::ResultKind::Complete => {}
+                envelope::ResultKind::InputRequired => {
                     let asked = value.clone();
                     return self.give_input(call, &asked);
                 }
-                ResultKind::Unknown => {
-                    return Some(Err(CallError::Invalid { method: call.method, why: UNKNOWN_RESULT_TYPE }));
+                envelope::ResultKind::Unknown => {
+                    return Some(Err(CallError::Invalid { method: call.method, why: envelope::UNKNOWN_RESULT_TYPE }));
                 }
             }
             return Some(match envelope::check(call.method, value) {
@@ -425,24 +392,6 @@ impl Session {
             setting: "operation_timeout_ms",
             value: self.operation_timeout,
             stretched: stretched.then_some(PROGRESS_CAP_FACTOR),
-        }
-    }
-
-    /// Waits for a call as `wait` does, except that a small plain answer of an
-    /// initialize-era session comes back as the text it arrived as, for the caller to read
-    /// as it goes (a listing page, `catalog`). Such an answer has not been settled: the
-    /// caller applies what `settle` would (`ResultKind`, and the result's shape).
-    fn wait_answer(&self, mut call: Call) -> Result<Answer, CallError> {
-        loop {
-            let finished = call.pending.wait_finished(|_| {});
-            if !self.is_modern()
-                && let Finished::Text { frame, span, .. } = finished
-            {
-                return Ok(Answer::Text { frame, span });
-            }
-            if let Some(result) = self.settle(&mut call, finished.into_result()) {
-                return result.map(Answer::Value);
-            }
         }
     }
 

@@ -19,6 +19,39 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use super::{Call, Session};
+use crate::dispatch::{CallError, Finished};
+
+/// An answer as `Session::wait_answer` gives it.
+pub(super) enum Answer {
+    Value(Value),
+    /// `frame[span]` is the result's JSON, checked to be JSON.
+    Text {
+        frame: String,
+        span: std::ops::Range<usize>,
+    },
+}
+
+impl Session {
+    /// Waits for a call as `wait` does, except that a small plain answer of an
+    /// initialize-era session comes back as the text it arrived as, for the caller to read
+    /// as it goes (a listing page, `catalog`). Such an answer has not been settled: the
+    /// caller applies what `settle` would (`ResultKind`, and the result's shape).
+    pub(super) fn wait_answer(&self, mut call: Call) -> Result<Answer, CallError> {
+        loop {
+            let finished = call.pending.wait_finished(|_| {});
+            if !self.is_modern()
+                && let Finished::Text { frame, span, .. } = finished
+            {
+                return Ok(Answer::Text { frame, span });
+            }
+            if let Some(result) = self.settle(&mut call, finished.into_result()) {
+                return result.map(Answer::Value);
+            }
+        }
+    }
+}
+
 /// What a page said besides its items.
 #[derive(Debug, Default)]
 pub struct Page {
