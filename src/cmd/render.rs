@@ -28,11 +28,18 @@ pub fn write_blocks(content: &[Value], terminal: bool, out: &mut dyn std::io::Wr
             Some("text") => std::borrow::Cow::Borrowed(block.member("text").and_then(Value::as_str).unwrap_or("")),
             _ => std::borrow::Cow::Owned(block_text(block)),
         };
-        let shown = if terminal { terminal_safe(&text) } else { std::borrow::Cow::Borrowed(text.as_ref()) };
-        out.write_all(shown.as_bytes())?;
-        if !shown.ends_with('\n') {
-            out.write_all(b"\n")?;
-        }
+        write_text(&text, terminal, out)?;
+    }
+    Ok(())
+}
+
+/// One text block as `write_blocks` writes it: terminal-safe on a terminal, and ending in a
+/// newline.
+pub fn write_text(text: &str, terminal: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let shown = if terminal { terminal_safe(text) } else { std::borrow::Cow::Borrowed(text) };
+    out.write_all(shown.as_bytes())?;
+    if !shown.ends_with('\n') {
+        out.write_all(b"\n")?;
     }
     Ok(())
 }

@@ -89,7 +89,7 @@ impl PendingCall {
         self.wait_finished(on_progress).into_result()
     }
 
-    /// `wait`, with a small plain answer left as its text (`Finished::Text`).
+    /// `wait`, with a plain answer left as the text a stdio worker handed over (`Finished::Text`).
     pub fn wait_finished(&self, mut on_progress: impl FnMut(&super::Progress)) -> Finished {
         loop {
             match self.updates.recv() {

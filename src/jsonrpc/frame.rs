@@ -51,27 +51,67 @@ pub struct FrameReader {
     scanned: usize,
 }
 
+/// A complete line from `FrameReader::push_owning`: borrowed from the reader's buffer, or,
+/// when longer than the reader was told (`own_above`), the buffer itself, handed over without
+/// a copy (what came after the line stays with the reader, in a buffer of its own).
+pub enum Line<'a> {
+    Borrowed(&'a str),
+    Owned(String),
+}
+
+impl Line<'_> {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Line::Borrowed(text) => text,
+            Line::Owned(text) => text,
+        }
+    }
+}
+
 impl FrameReader {
     /// Appends `bytes` and calls `on_frame` for every complete, non-blank line (without its
     /// line ending), checked to be UTF-8. Stops at the first error; the reader is useless
     /// after one.
     pub fn push(&mut self, bytes: &[u8], mut on_frame: impl FnMut(&str)) -> Result<(), FrameError> {
+        self.push_owning(bytes, usize::MAX, |line| on_frame(line.as_str()))
+    }
+
+    /// `push`, handing a line of more than `own_above` bytes over as the buffer it was read
+    /// into (`Line::Owned`): a big answer leaves the reader without being copied, and its
+    /// memory is not kept for the rest of the session.
+    pub fn push_owning(
+        &mut self,
+        bytes: &[u8],
+        own_above: usize,
+        mut on_frame: impl FnMut(Line<'_>),
+    ) -> Result<(), FrameError> {
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(offset) = newline(&self.buf[self.scanned..]) {
             let end = self.scanned + offset;
-            let mut line = &self.buf[start..end];
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
-            if line.len() > MAX_FRAME {
+            let len = if end > start && self.buf[end - 1] == b'\r' { end - 1 - start } else { end - start };
+            if len > MAX_FRAME {
                 return Err(FrameError::TooLarge);
             }
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                let Ok(line) = std::str::from_utf8(line) else {
+            let blank = self.buf[start..start + len].iter().all(u8::is_ascii_whitespace);
+            if !blank && len > own_above {
+                let rest = self.buf[end + 1..].to_vec();
+                let mut line = std::mem::replace(&mut self.buf, rest);
+                line.truncate(start + len);
+                line.drain(..start);
+                let Ok(line) = String::from_utf8(line) else {
                     return Err(FrameError::NotUtf8);
                 };
-                on_frame(line);
+                on_frame(Line::Owned(line));
+                start = 0;
+                self.scanned = 0;
+                continue;
+            }
+            if !blank {
+                let Ok(line) = std::str::from_utf8(&self.buf[start..start + len]) else {
+                    return Err(FrameError::NotUtf8);
+                };
+                on_frame(Line::Borrowed(line));
             }
             start = end + 1;
             self.scanned = start;
@@ -89,11 +129,16 @@ impl FrameReader {
     }
 
     /// At end of stream: a final line without a newline still counts.
-    pub fn finish(&mut self, on_frame: impl FnMut(&str)) -> Result<(), FrameError> {
+    pub fn finish(&mut self, mut on_frame: impl FnMut(&str)) -> Result<(), FrameError> {
+        self.finish_owning(usize::MAX, |line| on_frame(line.as_str()))
+    }
+
+    /// `finish`, handing a long last line over as `push_owning` does.
+    pub fn finish_owning(&mut self, own_above: usize, on_frame: impl FnMut(Line<'_>)) -> Result<(), FrameError> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        self.push(b"\n", on_frame)
+        self.push_owning(b"\n", own_above, on_frame)
     }
 
     /// Bytes held for an unfinished line.
@@ -249,6 +294,43 @@ mod tests {
         let over_at_end = vec![b'z'; MAX_FRAME + 2];
         let got: Vec<_> = Lines::new(&over_at_end[..]).collect();
         assert_eq!(got, [Err(FrameError::TooLarge)]);
+    }
+
+    /// Lines as `push_owning` hands them over: (text, whether it came as the buffer itself).
+    fn owning(reader: &mut FrameReader, own_above: usize, chunks: &[&[u8]]) -> Result<Vec<(String, bool)>, FrameError> {
+        let mut out = Vec::new();
+        for chunk in chunks {
+            reader.push_owning(chunk, own_above, |line| {
+                let owned = matches!(line, Line::Owned(_));
+                out.push((line.as_str().to_string(), owned));
+            })?;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_long_line_leaves_with_the_buffer_and_what_follows_it_stays() {
+        let long = "y".repeat(40);
+        let mut reader = FrameReader::default();
+        let input = format!("{{\"a\":1}}\n{long}\r\n  \n{{\"b\":2}}\n{long}\n{{\"c\"");
+        let got = owning(&mut reader, 16, &[&input.as_bytes()[..30], &input.as_bytes()[30..]]).unwrap();
+        let want = [("{\"a\":1}", false), (long.as_str(), true), ("{\"b\":2}", false), (long.as_str(), true)];
+        assert_eq!(got, want.map(|(text, owned)| (text.to_string(), owned)), "the same lines as push, long ones owned");
+        assert_eq!(reader.buffered(), 4, "the unfinished line is kept");
+        let mut last = Vec::new();
+        reader.finish_owning(2, |line| last.push((line.as_str().to_string(), matches!(line, Line::Owned(_))))).unwrap();
+        assert_eq!(last, [("{\"c\"".to_string(), true)]);
+        let mut plain = FrameReader::default();
+        let same = frames(&mut plain, &[input.as_bytes()]).unwrap();
+        assert_eq!(same, ["{\"a\":1}", long.as_str(), "{\"b\":2}", long.as_str()]);
+    }
+
+    #[test]
+    fn a_long_line_is_checked_like_any_other() {
+        let mut reader = FrameReader::default();
+        assert_eq!(owning(&mut reader, 4, &[b"{\"a\":\"\xff\xfe\"}\n"]), Err(FrameError::NotUtf8));
+        let mut reader = FrameReader::default();
+        assert_eq!(owning(&mut reader, 4, &[b"          \t   \n{}\n"]).unwrap(), [("{}".to_string(), false)]);
     }
 
     #[test]

@@ -139,6 +139,48 @@ const MOST_MEMBERS: usize = 64;
 /// are not compared: false, as for anything else. `keys` holds where the names of the
 /// objects being read lie in `text`.
 fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool {
+    read_plain(text, keys, None)
+}
+
+/// A piece of a plain result's text (`plain_tool_texts`): where it lies in the result, or,
+/// when it was written with escapes, the text itself.
+#[derive(Debug, PartialEq)]
+pub enum Piece {
+    At(std::ops::Range<usize>),
+    Unescaped(String),
+}
+
+impl Piece {
+    pub fn text<'t>(&'t self, result: &'t str) -> &'t str {
+        match self {
+            Piece::At(at) => &result[at.clone()],
+            Piece::Unescaped(text) => text,
+        }
+    }
+}
+
+/// Whether a `tools/call` result, as text, is a plain success, as `plain_tool_result` decides
+/// it, read in the same one pass; and when it is one whose blocks are all text, their texts
+/// (a missing text is empty, as a value's rendering shows it), without copying any that has
+/// no escapes. `None` when not plain; `Some(None)` when plain with a block that is not text,
+/// or with none.
+pub fn plain_tool_texts(text: &str) -> Option<Option<Vec<Piece>>> {
+    let mut texts = Texts { pieces: Vec::new(), all_text: true, block: None };
+    if !read_plain(text, &mut Vec::new(), Some(&mut texts)) {
+        return None;
+    }
+    Some((texts.all_text && !texts.pieces.is_empty()).then_some(texts.pieces))
+}
+
+/// What `plain_tool_texts` gathers as it reads: the pieces so far, whether every block so far
+/// was text, and the block being read (its type seen to be text, its text).
+struct Texts {
+    pieces: Vec<Piece>,
+    all_text: bool,
+    block: Option<(bool, Option<Piece>)>,
+}
+
+fn read_plain(text: &str, keys: &mut Vec<std::ops::Range<usize>>, texts: Option<&mut Texts>) -> bool {
     use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
     use std::fmt::Formatter;
 
@@ -160,10 +202,11 @@ fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool
         text: &'de str,
         keys: &'k mut Vec<std::ops::Range<usize>>,
         want: Want,
+        texts: Option<&'k mut Texts>,
     }
     impl<'de> Read<'_, 'de> {
         fn next(&mut self, want: Want) -> Read<'_, 'de> {
-            Read { text: self.text, keys: &mut *self.keys, want }
+            Read { text: self.text, keys: &mut *self.keys, want, texts: self.texts.as_deref_mut() }
         }
         fn scalar<E: serde::de::Error>(&self) -> Result<(), E> {
             if self.want == Want::Any { Ok(()) } else { Err(E::custom("not what a plain result holds here")) }
@@ -195,8 +238,14 @@ fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool
         fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
             self.scalar()
         }
-        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
-            if self.want == Want::Text { Ok(()) } else { self.scalar() }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<(), E> {
+            if self.want == Want::Text {
+                if let Some((is_text, _)) = self.texts.and_then(|t| t.block.as_mut()) {
+                    *is_text = text == "text";
+                }
+                return Ok(());
+            }
+            self.scalar()
         }
         fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
             let each = match self.want {
@@ -213,6 +262,11 @@ fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool
             }
             let first = self.keys.len();
             let (mut content, mut kind) = (false, false);
+            if self.want == Want::Block
+                && let Some(texts) = self.texts.as_deref_mut()
+            {
+                texts.block = Some((false, None));
+            }
             while let Some(key) = map.next_key::<&'de str>()? {
                 let seen = &self.keys[first..];
                 if seen.len() >= MOST_MEMBERS || seen.iter().any(|at| &self.text[at.clone()] == key) {
@@ -240,10 +294,26 @@ fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool
                         kind = true;
                         map.next_value_seed(self.next(Want::Text))?;
                     }
+                    (Want::Block, "text") if self.texts.is_some() => {
+                        let piece = map.next_value_seed(TextPiece(self.next(Want::Any)))?;
+                        if let Some((_, text)) = self.texts.as_deref_mut().and_then(|t| t.block.as_mut()) {
+                            *text = piece;
+                        }
+                    }
                     _ => map.next_value_seed(self.next(Want::Any))?,
                 }
             }
             self.keys.truncate(first);
+            if self.want == Want::Block
+                && let Some(texts) = self.texts.as_deref_mut()
+                && let Some((is_text, text)) = texts.block.take()
+            {
+                match is_text {
+                    // A text that is missing or no string shows empty, as in `render`.
+                    true => texts.pieces.push(text.unwrap_or(Piece::Unescaped(String::new()))),
+                    false => texts.all_text = false,
+                }
+            }
             match self.want {
                 Want::Result if !content => Err(A::Error::custom("no content")),
                 Want::Block if !kind => Err(A::Error::custom("a block without a type")),
@@ -251,9 +321,52 @@ fn plain_tool_result(text: &str, keys: &mut Vec<std::ops::Range<usize>>) -> bool
             }
         }
     }
+    /// A block's `text`: where it lies, when it is a string (anything else is read as
+    /// `Want::Any` reads it, and gives none).
+    struct TextPiece<'k, 'de>(Read<'k, 'de>);
+    impl<'de> DeserializeSeed<'de> for TextPiece<'_, 'de> {
+        type Value = Option<Piece>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Option<Piece>, D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for TextPiece<'_, 'de> {
+        type Value = Option<Piece>;
+        fn expecting(&self, f: &mut Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a block's text")
+        }
+        fn visit_borrowed_str<E: serde::de::Error>(self, text: &'de str) -> Result<Option<Piece>, E> {
+            let at = text.as_ptr() as usize - self.0.text.as_ptr() as usize;
+            Ok(Some(Piece::At(at..at + text.len())))
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Option<Piece>, E> {
+            Ok(Some(Piece::Unescaped(text.to_string())))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<Piece>, E> {
+            Ok(None)
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Option<Piece>, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Option<Piece>, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Option<Piece>, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Option<Piece>, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Option<Piece>, A::Error> {
+            self.0.visit_seq(seq).map(|()| None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<Piece>, A::Error> {
+            self.0.visit_map(map).map(|()| None)
+        }
+    }
     keys.clear();
     let mut de = serde_json::Deserializer::from_str(text);
-    Read { text, keys, want: Want::Result }.deserialize(&mut de).is_ok()
+    Read { text, keys, want: Want::Result, texts }.deserialize(&mut de).is_ok() && de.end().is_ok()
 }
 
 #[cfg(test)]
@@ -278,6 +391,55 @@ mod tests {
         assert_eq!(check("resources/read", &json!({ "contents": [{ "uri": "a://b", "text": "" }] })), Ok(()));
         assert_eq!(check("completion/complete", &json!({ "completion": { "values": ["a"] } })), Ok(()));
         assert_eq!(check("ping", &json!({})), Ok(()));
+    }
+
+    /// The texts a plain result's blocks show, read in the check's one pass: those of its
+    /// value, borrowed unless written with escapes; none unless every block is text.
+    #[test]
+    fn a_plain_results_texts_are_its_values_texts() {
+        use super::{Piece, plain_tool_result, plain_tool_texts};
+        use serde_json::Value;
+        let texts = |text: &str| -> Option<Vec<String>> {
+            let pieces = plain_tool_texts(text).expect("plain")?;
+            Some(pieces.iter().map(|p| p.text(text).to_string()).collect())
+        };
+        let all_text = [
+            r#"{"content":[{"type":"text","text":"hello 1"}],"isError":false}"#,
+            r#"{ "content" : [ { "text" : "a\u00e9\/b\n\"q\"", "type" : "text" }, {"type":"text","text":"two","annotations":{"text":"x","type":"y"}} ] }"#,
+            r#"{"isError":false,"content":[{"type":"te\u0078t","text":""}],"structuredContent":{"text":"no"}}"#,
+        ];
+        for text in all_text {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let want: Vec<String> =
+                value["content"].as_array().unwrap().iter().map(|b| b["text"].as_str().unwrap().to_string()).collect();
+            assert_eq!(texts(text), Some(want), "{text}");
+            assert!(plain_tool_result(text, &mut Vec::new()));
+        }
+        let plain = r#"{"content":[{"type":"text","text":"x"},{"type":"text","text":"\u00e9"}]}"#;
+        let pieces = plain_tool_texts(plain).unwrap().unwrap();
+        assert!(matches!(&pieces[0], Piece::At(at) if &plain[at.clone()] == "x"), "borrowed: {pieces:?}");
+        assert_eq!(pieces[1], Piece::Unescaped("\u{e9}".to_string()), "unescaped");
+        // A text block without a string text shows empty, as a value's rendering shows it.
+        assert_eq!(texts(r#"{"content":[{"type":"text"},{"type":"text","text":7}]}"#), Some(vec![String::new(); 2]));
+        // Plain, but not all text (or no blocks): the value's road.
+        for text in [
+            r#"{"content":[{"type":"text","text":"a"},{"type":"image","data":"AA==","mimeType":"image/png"}]}"#,
+            r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png","text":"no"}]}"#,
+            r#"{"content":[],"structuredContent":{"a":1}}"#,
+        ] {
+            assert_eq!(plain_tool_texts(text), Some(None), "{text}");
+        }
+        // Not plain at all: settled as usual.
+        for text in [
+            r#"{"content":[{"type":"text","text":"a"}],"isError":true}"#,
+            r#"{"content":[{"type":"text","text":"a","text":"b"}]}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"resultType":"input_required"}"#,
+            r#"{"content":[{"type":"text","text":"a"}],"x":1e999}"#,
+            r#"{"content":[{"type":"text","text":"\ud800"}]}"#,
+            r#"{"content":[{"type":"text","text":"a"}]} trailing"#,
+        ] {
+            assert_eq!(plain_tool_texts(text), None, "{text}");
+        }
     }
 
     /// A result written as a line without its value is exactly what its value would write,

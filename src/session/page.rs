@@ -33,7 +33,7 @@ pub(super) enum Answer {
 }
 
 impl Session {
-    /// Waits for a call as `wait` does, except that a small plain answer of an
+    /// Waits for a call as `wait` does, except that a plain answer of an
     /// initialize-era session comes back as the text it arrived as, for the caller to read
     /// as it goes (a listing page, `catalog`). Such an answer has not been settled: the
     /// caller applies what `settle` would (`ResultKind`, and the result's shape).

@@ -15,7 +15,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::child::{ChildGuard, Spawn, describe_status};
 use super::{Link, Outbound, Outlet, TransportError, WorkerHandle};
-use crate::jsonrpc::frame::FrameReader;
+use crate::jsonrpc::frame::{FrameReader, Line};
 use crate::util::{JoinOnDrop, Tail};
 
 /// How long a server gets after stdin is closed, and again after SIGTERM.
@@ -335,7 +335,7 @@ impl Worker {
                 Ok(n) => {
                     read += n;
                     let (link, not_json) = (&self.link, &mut self.not_json_lines);
-                    let pushed = self.frames.push(&buf[..n], |frame| deliver(link, not_json, frame));
+                    let pushed = self.frames.push_owning(&buf[..n], OWN_ABOVE, |frame| deliver(link, not_json, frame));
                     if let Err(err) = pushed {
                         failure = Some(err);
                         break;
@@ -368,7 +368,7 @@ impl Worker {
         }
         if eof {
             let (link, not_json) = (&self.link, &mut self.not_json_lines);
-            let _ = self.frames.finish(|frame| deliver(link, not_json, frame));
+            let _ = self.frames.finish_owning(OWN_ABOVE, |frame| deliver(link, not_json, frame));
             self.drop_stdout();
             if self.child.try_wait().is_none() && !self.closed_by_client {
                 // Give the exit a moment to be seen: most servers close stdout by exiting.
@@ -553,20 +553,26 @@ impl WriterState {
     }
 }
 
-/// Frames up to this size that are plain answers go to their callers as text (a copy of the
-/// frame), to be read into values there (`dispatch::Finished`); a bigger one is read here, so
-/// that a big result is not copied once more on its way out.
-const ANSWER_AS_TEXT: usize = 64 * 1024;
+/// A frame longer than this leaves the frame reader as the buffer it was read into
+/// (`Line::Owned`), not as a copy.
+const OWN_ABOVE: usize = 64 * 1024;
 
-fn deliver(link: &Link, not_json: &mut u64, frame: &str) {
+/// A plain answer goes to its caller as text, to be read there (`dispatch::Finished`): a
+/// small one as a copy of the frame, a big one as the reader's own buffer. Its caller may
+/// write a big result out of that text without ever building its value (`nod mcp tool call`),
+/// which spares a second copy of the result and the memory for it.
+fn deliver(link: &Link, not_json: &mut u64, line: Line<'_>) {
     let name = &link.name;
-    if frame.len() <= ANSWER_AS_TEXT
-        && let Some((id, span)) = crate::jsonrpc::answer_span(frame)
-    {
+    let frame = line.as_str();
+    if let Some((id, span)) = crate::jsonrpc::answer_span(frame) {
         if log::log_enabled!(target: "nod::wire", log::Level::Trace) {
             log::trace!(target: "nod::wire", "< {name} {frame}");
         }
-        link.deliver_answer(id, frame.to_owned(), span);
+        let frame = match line {
+            Line::Owned(frame) => frame,
+            Line::Borrowed(frame) => frame.to_owned(),
+        };
+        link.deliver_answer(id, frame, span);
         return;
     }
     match crate::jsonrpc::decode_text(frame, true) {

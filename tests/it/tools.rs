@@ -293,6 +293,49 @@ fn a_large_result_under_the_frame_limit_arrives_whole() {
     env.assert_no_leftovers();
 }
 
+/// An answer bigger than the 64 KiB a frame is copied up to leaves the worker as the buffer
+/// it was read into, and a plain text result is printed from that text without a value: the
+/// same text, escapes and all, that the value carries (`--json`) and a stream writes.
+#[test]
+fn a_big_result_with_escapes_is_printed_as_its_value_holds_it() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let line = "quote \" backslash \\ tab \t \u{e9} \u{2603} \u{1} \u{10348} end\n";
+    let message = line.repeat(100_000 / line.len() + 1);
+    assert!(message.len() > 100_000);
+    let args = json!({ "message": message }).to_string();
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", "-"]).stdin(args.clone()).run();
+    out.code(0).within(10.0);
+    assert!(out.text() == message, "the text as it was sent, and no newline added: {} bytes", out.stdout.len());
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", "-", "--json"]).stdin(args.clone()).run();
+    out.code(0);
+    assert!(out.json()["content"][0]["text"] == message.as_str(), "{} bytes", out.stdout.len());
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", "--jsonl"]).stdin(format!("{args}\n{args}\n")).run();
+    out.code(0);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 2, "{}", out.dump());
+    assert!(lines.iter().all(|l| l["content"][0]["text"] == message.as_str()), "{} bytes", out.stdout.len());
+    env.assert_no_leftovers();
+}
+
+/// A listing page bigger than 64 KiB comes as text too: `tool list` reads it item by item
+/// and shows every tool `--json` (which reads it whole) shows.
+#[test]
+fn a_listing_page_over_64_kib_is_read_item_by_item() {
+    let env = Env::new();
+    env.fixture(&["--tools", "1500"], json!({}));
+    let out = env.nod(["mcp", "tool", "list", SERVER, "--json"]).run();
+    out.code(0);
+    let listed = out.json()["tools"].as_array().map_or(0, Vec::len);
+    assert_eq!(listed, 1515, "{}", out.dump());
+    let page = with_method(&env.wire(), "tools/list").len();
+    assert_eq!(page, 1, "one page");
+    let out = env.nod(["mcp", "tool", "list", SERVER]).run();
+    out.code(0).stdout_has("tool_1499");
+    assert_eq!(out.text().lines().count(), listed, "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
 /// nod-mcp(1): progress may extend a call's deadline, up to ten times operation_timeout_ms.
 #[test]
 fn progress_extends_the_deadline_up_to_ten_operation_timeouts() {

@@ -104,9 +104,10 @@ pub fn run(
         let (value, failed) = match slot {
             Slot::Ready(value, failed) => (value, failed),
             Slot::Call(pending, session, line) => {
-                match wait(&session, pending, asks, &label, Some(&mut held), call.parallel == 1)? {
+                match wait(&session, pending, asks, &label, Some(&mut held), call.parallel == 1, false)? {
                     // A plain result is out already.
                     Outcome::Written => continue,
+                    Outcome::Plain { .. } => unreachable!("not asked for"),
                     Outcome::Result(result) => {
                         if result.get("isError").and_then(Value::as_bool).unwrap_or(false) {
                             // An error a server reports may echo what it was sent.

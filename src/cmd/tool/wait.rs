@@ -11,8 +11,9 @@ use crate::cmd::failure::{Kind, fail};
 use crate::cmd::form::{Interrupted, Prompter};
 use crate::cmd::render;
 use crate::cmd::{Context, Exit, print, print_json};
-use crate::dispatch::{CallError, CallUpdate, Progress};
+use crate::dispatch::{CallError, CallUpdate, Finished, Progress};
 use crate::session::elicit::{Answering, Asked, InputRequired};
+use crate::session::envelope::Piece;
 use crate::session::{Call, Session};
 use crate::transport::sched::{Backoff, spare_cpu};
 
@@ -46,6 +47,13 @@ pub fn url_required(server: &str, error: &crate::jsonrpc::ResponseError) -> Opti
 
 pub enum Outcome {
     Result(Value),
+    /// A plain successful result (`envelope::plain_tool_texts`), as the text it came as,
+    /// unsettled: settling it would give its value unchanged (`into_result` reads it). With
+    /// the texts of its blocks when all are text. Only when `wait` was asked for it (`plain`).
+    Plain {
+        finished: Box<Finished>,
+        texts: Option<Vec<Piece>>,
+    },
     /// A plain successful result, already written as a line to the `held` lines given to
     /// `wait` (`HeldLines::plain_tool_line`); only a stream gives them.
     Written,
@@ -60,6 +68,8 @@ pub enum Outcome {
 /// `held` is output written but not yet flushed (`--jsonl`'s earlier results): it goes out
 /// when it is due, or before a person is asked, so waiting never holds a result back.
 /// `stream` is a sequential `--jsonl` stream, whose caller may spin for a fast answer.
+/// `plain` asks for a plain success that came as text as `Outcome::Plain`, for a caller that
+/// can write it out without its value.
 pub fn wait(
     session: &Session,
     mut pending: Call,
@@ -67,6 +77,7 @@ pub fn wait(
     label: &str,
     mut held: Option<&mut HeldLines>,
     stream: bool,
+    plain: bool,
 ) -> anyhow::Result<Outcome> {
     let mut shown = ProgressLine::new(label);
     loop {
@@ -98,6 +109,9 @@ pub fn wait(
                     && held.plain_tool_line(text)?
                 {
                     return Ok(Outcome::Written);
+                }
+                if plain && let Some(texts) = finished.text().and_then(crate::session::envelope::plain_tool_texts) {
+                    return Ok(Outcome::Plain { finished, texts });
                 }
                 match session.settle(&mut pending, finished.into_result()) {
                     Some(Ok(result)) => return Ok(Outcome::Result(result)),
