@@ -33,6 +33,10 @@ const EXIT: Token = Token(4);
 /// the end), and a big result is still read in large blocks after a few reads.
 const FIRST_READ: usize = 4 * 1024;
 const READ_CHUNK: usize = 256 * 1024;
+/// The stderr read buffer likewise starts small and grows on full reads: most servers write
+/// little there, and 16 KiB zeroed for each was four page faults a server.
+const FIRST_ERR_READ: usize = 1024;
+const ERR_READ: usize = 16 * 1024;
 
 /// How far `read_stdout` reads: in the event loop, until a read comes back short (the pipe
 /// was empty then); once the server has exited, until the pipe says it is empty or ended,
@@ -148,7 +152,7 @@ impl Worker {
             reported: false,
             not_json_lines: 0,
             out_buf: vec![0u8; FIRST_READ],
-            err_buf: vec![0u8; 16 * 1024],
+            err_buf: vec![0u8; FIRST_ERR_READ],
             stdin_registered: false,
         })
     }
@@ -420,6 +424,9 @@ impl Worker {
                         log::debug!(target: "nod::server", "{} stderr: {}", self.name, String::from_utf8_lossy(&buf[..n]).trim_end());
                     }
                     self.tail.push(&buf[..n]);
+                    if n == buf.len() && buf.len() < ERR_READ {
+                        buf.resize(buf.len() * 4, 0);
+                    }
                 }
                 Err(err) if err.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => return,
