@@ -181,9 +181,9 @@ pub fn answer_span(text: &str) -> Option<(u64, std::ops::Range<usize>)> {
         return None;
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let raw: Envelope<&RawValue> = serde::Deserialize::deserialize(&mut de).ok()?;
+    let raw: AnswerMembers = serde::Deserialize::deserialize(&mut de).ok()?;
     de.end().ok()?;
-    if raw.jsonrpc.map(RawValue::get) != Some("\"2.0\"") || raw.method.is_some() || raw.error.is_some() {
+    if raw.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
         return None;
     }
     let id = raw.id?.get();
@@ -194,6 +194,46 @@ pub fn answer_span(text: &str) -> Option<(u64, std::ops::Range<usize>)> {
     let result = raw.result?.get();
     let start = result.as_ptr() as usize - text.as_ptr() as usize;
     Some((id, start..start + result.len()))
+}
+
+/// What `answer_span` reads of a frame: its `jsonrpc`, `id` and `result` as their text (the
+/// last of each, as in a parsed object). A `method` or an `error` member ends the reading at
+/// once, since the frame is then no plain answer whatever follows: a big notification, request
+/// or error answer is not read through before `decode_text` reads it.
+struct AnswerMembers<'a> {
+    jsonrpc: Option<&'a serde_json::value::RawValue>,
+    id: Option<&'a serde_json::value::RawValue>,
+    result: Option<&'a serde_json::value::RawValue>,
+}
+
+impl<'de> serde::Deserialize<'de> for AnswerMembers<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<AnswerMembers<'de>, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = AnswerMembers<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a plain JSON-RPC answer")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnswerMembers<'de>, A::Error> {
+                let mut members = AnswerMembers { jsonrpc: None, id: None, result: None };
+                while let Some(key) = map.next_key::<Key>()? {
+                    let slot = match key {
+                        Key::Jsonrpc => &mut members.jsonrpc,
+                        Key::Id => &mut members.id,
+                        Key::Result => &mut members.result,
+                        Key::Method | Key::Error => return Err(serde::de::Error::custom("not a plain answer")),
+                        Key::Params | Key::Other => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value()?);
+                }
+                Ok(members)
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
 }
 
 /// The members of a JSON-RPC object that say what it is, as values or (`&RawValue`) as their

@@ -420,7 +420,12 @@ mod tests {
         assert!(matches!(&pieces[0], Piece::At(at) if &plain[at.clone()] == "x"), "borrowed: {pieces:?}");
         assert_eq!(pieces[1], Piece::Unescaped("\u{e9}".to_string()), "unescaped");
         // A text block without a string text shows empty, as a value's rendering shows it.
-        assert_eq!(texts(r#"{"content":[{"type":"text"},{"type":"text","text":7}]}"#), Some(vec![String::new(); 2]));
+        let odd = r#"{"content":[{"type":"text"},{"type":"text","text":7},{"type":"text","text":null},
+            {"type":"text","text":{"type":"image","text":"x"}},{"type":"text","text":["y"]}]}"#;
+        assert_eq!(texts(odd), Some(vec![String::new(); 5]));
+        // A character outside the BMP, escaped as a surrogate pair, is the character.
+        let pair = r#"{"content":[{"type":"text","text":"a\ud83d\ude00b"}]}"#;
+        assert_eq!(plain_tool_texts(pair).unwrap().unwrap(), [Piece::Unescaped("a\u{1f600}b".to_string())]);
         // Plain, but not all text (or no blocks): the value's road.
         for text in [
             r#"{"content":[{"type":"text","text":"a"},{"type":"image","data":"AA==","mimeType":"image/png"}]}"#,

@@ -318,6 +318,20 @@ fn a_big_result_with_escapes_is_printed_as_its_value_holds_it() {
     env.assert_no_leftovers();
 }
 
+/// A notification bigger than 64 KiB (a server's log message) is no answer: it is read as a
+/// message, not handed to a call, and the call it came with still gets its own answer.
+#[test]
+fn a_big_notification_during_a_call_is_not_taken_for_its_answer() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    let message = format!("disk on fire {}", "m".repeat(100_000));
+    let args = json!({ "level": "error", "message": message }).to_string();
+    let out = env.nod(["mcp", "tool", "call", SERVER, "log", "-"]).stdin(args).run();
+    out.code(0).within(10.0).stderr_line_has(&["server fx", "disk on fire mmm"]);
+    assert_eq!(out.text(), "logged\n", "{}", out.dump());
+    env.assert_no_leftovers();
+}
+
 /// A listing page bigger than 64 KiB comes as text too: `tool list` reads it item by item
 /// and shows every tool `--json` (which reads it whole) shows.
 #[test]
