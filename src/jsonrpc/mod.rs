@@ -236,9 +236,9 @@ impl<'de> serde::Deserialize<'de> for AnswerMembers<'de> {
     }
 }
 
-/// The members of a JSON-RPC object that say what it is, as values or (`&RawValue`) as their
-/// text; others are ignored. A member given twice counts with its last value, as in a parsed
-/// object.
+/// The members of a JSON-RPC object that say what it is, as values (`answer_span` reads its
+/// own, `AnswerMembers`); others are ignored. A member given twice counts with its last value,
+/// as in a parsed object.
 struct Envelope<T> {
     jsonrpc: Option<T>,
     id: Option<T>,
