@@ -118,6 +118,11 @@ pub fn plain_tool_line(text: &str, out: &mut Vec<u8>, keys: &mut Vec<std::ops::R
     if !plain_tool_result(text, keys) {
         return false;
     }
+    // Most results are written as serde_json writes: then the line is the text itself.
+    if written_compactly(text) {
+        out.extend_from_slice(text.as_bytes());
+        return true;
+    }
     let start = out.len();
     let mut de = serde_json::Deserializer::from_str(text);
     let done = serde_transcode::transcode(&mut de, &mut serde_json::Serializer::new(&mut *out));
@@ -126,6 +131,64 @@ pub fn plain_tool_line(text: &str, out: &mut Vec<u8>, keys: &mut Vec<std::ops::R
         return false;
     }
     true
+}
+
+/// Whether valid JSON `text` is exactly what serde_json's compact writer would write for the
+/// value it holds, so that reading and writing it again (`plain_tool_line`) would give it back
+/// byte for byte: no whitespace between tokens, the escapes that writer uses and no others
+/// (`\"`, `\\`, `\b`, `\t`, `\n`, `\f`, `\r`, and `\u00xx` in lower case for the other
+/// control characters), and integers of at most 18 digits (a fraction, an exponent, `-0` or a
+/// longer integer may be written back otherwise). False says only "not known to be".
+fn written_compactly(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'"' => {
+                at += 1;
+                loop {
+                    let Some(next) = memchr::memchr2(b'"', b'\\', &bytes[at..]) else { return false };
+                    at += next;
+                    if bytes[at] == b'"' {
+                        at += 1;
+                        break;
+                    }
+                    match bytes.get(at + 1) {
+                        Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => at += 2,
+                        Some(b'u') if bytes.get(at + 2..at + 6).is_some_and(escaped_as_written) => at += 6,
+                        _ => return false,
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                at += 1;
+                while bytes.get(at).is_some_and(u8::is_ascii_digit) {
+                    at += 1;
+                }
+                let number = &bytes[start..at];
+                let digits = number.len() - usize::from(byte == b'-');
+                if matches!(bytes.get(at), Some(b'.' | b'e' | b'E')) || number == b"-0" || digits > 18 {
+                    return false;
+                }
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => return false,
+            _ => at += 1,
+        }
+    }
+    true
+}
+
+/// Whether the four hex digits of a `\u` escape are how serde_json writes that character:
+/// `00` and a lower-case pair, for a control character without a short escape.
+fn escaped_as_written(hex: &[u8]) -> bool {
+    let [b'0', b'0', high @ (b'0' | b'1'), low] = *hex else { return false };
+    let low = match low {
+        b'0'..=b'9' => low - b'0',
+        b'a'..=b'f' => low - b'a' + 10,
+        _ => return false,
+    };
+    !matches!((high - b'0') * 16 + low, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
 }
 
 /// The most members of one object `plain_tool_result` compares (each with all before it).
@@ -460,7 +523,14 @@ mod tests {
             r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png","_meta":{"x":[1,{"y":null}]}}],"extra":[true]}"#,
             r#"{"isError":false,"content":[{"type":"te\u0078t","text":""}]}"#,
             r#"{"content":[{"type":"text","text":"a","_meta":{"text":"b","a":{"text":"c"}}}],"structuredContent":{"a":{"a":1},"b":{"a":2}}}"#,
+            // Written as serde_json writes (the text is the line), and nearly so (it is not).
+            r#"{"content":[{"text":"q\"b\\n\nt\tr\rb\bf\fc\u001b\u0000\u001f","type":"text"}],"isError":false}"#,
+            r#"{"content":[{"text":"é ✓ \u001B \u0008 \u000a \u0041 \ud83d\ude00 \/","type":"text"}]}"#,
+            r#"{"content":[],"structuredContent":{"n":[0,-1,7,123456789012345678,-123456789012345678,1234567890123456789]}}"#,
+            r#"{"content":[],"structuredContent":{"n":[-0,0.5,1E2,-12345678901234567890,1e-2]}}"#,
+            "{\"content\":[],\t\"structuredContent\":{\"a\":true,\n\"b\":null}}\r",
         ];
+
         for text in plain {
             let mut out = b"earlier line\n".to_vec();
             assert!(plain_tool_line(text, &mut out, &mut Vec::new()), "not plain: {text}");
@@ -494,6 +564,41 @@ mod tests {
             let mut out = b"earlier line\n".to_vec();
             assert!(!plain_tool_line(text, &mut out, &mut Vec::new()), "taken as plain: {text}");
             assert_eq!(out, b"earlier line\n", "{text}");
+        }
+    }
+
+    /// What serde_json writes is known to be written so; a text it would write otherwise is not.
+    #[test]
+    fn a_text_is_known_to_be_written_compactly_only_when_it_is() {
+        use super::written_compactly;
+        use serde_json::{Value, json};
+        let controls: String = (0u8..0x20).map(char::from).collect();
+        let values = [
+            json!({"content": [{"type": "text", "text": format!("\"\\/{controls}\u{7f}é✓😀")}], "isError": false}),
+            json!([0, -1, 17, 999_999_999_999_999_999u64, -999_999_999_999_999_999i64, true, false, null, "", {}, []]),
+            json!({"a": {"b": [{"c": "d"}]}, "": ""}),
+        ];
+        for value in &values {
+            let text = serde_json::to_string(value).unwrap();
+            assert!(written_compactly(&text), "{text}");
+            assert_eq!(serde_json::to_string(&serde_json::from_str::<Value>(&text).unwrap()).unwrap(), text);
+        }
+        for text in [
+            "{\"a\": 1}",
+            "[1,\n2]",
+            "[1.0]",
+            "[1e2]",
+            "[-0]",
+            "[1234567890123456789]",
+            r#"["\/"]"#,
+            r#"["\u0041"]"#,
+            r#"["\u001B"]"#,
+            r#"["\u0008"]"#,
+            r#"["\u000a"]"#,
+            r#"["\ud83d\ude00"]"#,
+            r#"["unterminated"#,
+        ] {
+            assert!(!written_compactly(text), "{text}");
         }
     }
 }

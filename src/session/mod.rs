@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::dispatch::{
@@ -40,7 +41,7 @@ use crate::json::Member;
 use crate::jsonrpc;
 use crate::mcp::{Version, method};
 use crate::oauth::Browser;
-use crate::transport::{ConnId, NotifyKind, TransportError};
+use crate::transport::{ConnId, NotifyKind, RequestMeta, TransportError};
 
 /// How far progress notifications may stretch one tool call: this many operation timeouts.
 pub const PROGRESS_CAP_FACTOR: u32 = 10;
@@ -300,14 +301,51 @@ impl Session {
     ) -> Call {
         // 2026-07-28: every request says who sends it and at which revision.
         let params = if self.is_modern() { Some(self.with_meta(params)) } else { params };
-        // A method the server never declared is not sent (LC-8).
-        let pending = match envelope::capability(method_name).filter(|c| !self.has(c)) {
-            Some(capability) => PendingCall::failed(self.engine.next_call(), CallError::NotOffered(capability)),
+        let pending = match self.not_offered(method_name) {
+            Some(failed) => failed,
             None => self.send_request(method_name, params.as_ref(), timeout, progress.clone(), group),
         };
         // Kept for a replay on a new session (remote) or a retry with input (2026-07-28).
         let params = if self.remote || self.is_modern() { params } else { None };
         Call::new(pending, method_name, params, timeout, progress, group, false)
+    }
+
+    /// `call_tool` with the arguments as the JSON text of one object (a `--jsonl` line, checked
+    /// by the caller). A local server at an initialize-era revision gets the text in its
+    /// request as it came: the request is written around it, not read into a value and
+    /// written out again. Where the params are kept (for a replay, or a retry with input) or
+    /// get the revision's `_meta`, and for a text with a bare CR (JSON's whitespace, a line
+    /// break to some servers' readers), they are read into a value as for `call_tool`; the
+    /// error is that reading's (a number out of range, say).
+    pub fn call_tool_text(&self, tool: &str, arguments: &RawValue, group: Option<GroupId>) -> serde_json::Result<Call> {
+        let text = arguments.get();
+        if self.remote || self.is_modern() || text.contains('\r') {
+            return Ok(self.call_tool(tool, serde_json::from_str(text)?, group));
+        }
+        let method_name = method::TOOLS_CALL;
+        let timeout = self.operation_timeout;
+        let token = self.engine.next_call().0;
+        let pending = match self.not_offered(method_name) {
+            Some(failed) => failed,
+            None => {
+                let mut params = Vec::with_capacity(64 + tool.len() + text.len());
+                params.extend_from_slice(b"{\"name\":");
+                serde_json::to_writer(&mut params, tool).expect("a string serializes");
+                params.extend_from_slice(b",\"arguments\":");
+                params.extend_from_slice(text.as_bytes());
+                params.extend_from_slice(format!(",\"_meta\":{{\"progressToken\":{token}}}}}").as_bytes());
+                let params = String::from_utf8(params).expect("JSON text is UTF-8");
+                let meta = self.request_meta(method_name, None);
+                self.send_text(method_name, Some(&params), meta, timeout, Some(json!(token)), group)
+            }
+        };
+        Ok(Call::new(pending, method_name, None, timeout, Some(json!(token)), group, false))
+    }
+
+    /// A method the server never declared is not sent (LC-8): the call fails at once.
+    fn not_offered(&self, method_name: &'static str) -> Option<PendingCall> {
+        let capability = envelope::capability(method_name).filter(|c| !self.has(c))?;
+        Some(PendingCall::failed(self.engine.next_call(), CallError::NotOffered(capability)))
     }
 
     /// What a finished call means: its result, or `None` when the server had forgotten the
@@ -375,8 +413,21 @@ impl Session {
         let meta = self.request_meta(method_name, params);
         // Straight into a buffer: `Value`'s Display goes through the formatter, byte by byte.
         let text = params.map(|p| serde_json::to_string(p).expect("a JSON value serializes"));
+        self.send_text(method_name, text.as_deref(), meta, timeout, progress, group)
+    }
+
+    /// Hands one request, its params serialized, to the engine.
+    fn send_text(
+        &self,
+        method_name: &'static str,
+        params: Option<&str>,
+        meta: RequestMeta,
+        timeout: Duration,
+        progress: Option<Value>,
+        group: Option<GroupId>,
+    ) -> PendingCall {
         let progress = progress.map(|token| ProgressPolicy { token, cap: timeout * PROGRESS_CAP_FACTOR });
-        let req = Request { method: method_name, params: text.as_deref(), timeout, progress, group, meta };
+        let req = Request { method: method_name, params, timeout, progress, group, meta };
         self.engine.start_call(self.conn, &self.shared, req)
     }
 

@@ -128,6 +128,33 @@ fn jsonl_shows_a_result_while_the_next_call_is_still_running() {
 }
 
 #[test]
+fn jsonl_sends_each_line_as_it_was_written() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    // The first line's spacing and its integer past 64 bits reach the server as written;
+    // the second has a bare CR between members (JSON's whitespace, a line break to some
+    // servers' readers), so it is read and written out again.
+    let first = r#"{"message": "one",  "n": 12345678901234567890123}"#;
+    let input = format!("{first}\n  {{\"message\":\"two\",\r\"n\": 2}}  \n");
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", "--jsonl"]).stdin(input).run();
+    out.code(0);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 2, "{}", out.dump());
+    assert_eq!(lines[0]["content"][0]["text"], "one", "{}", out.dump());
+    assert_eq!(lines[1]["content"][0]["text"], "two", "{}", out.dump());
+    let record = std::fs::read_to_string(env.record_path()).expect("the record");
+    let calls: Vec<&str> = record.lines().filter(|l| l.contains("\"tools/call\"")).collect();
+    assert_eq!(calls.len(), 2, "{record}");
+    assert!(calls[0].contains(&format!("\"arguments\":{first}")), "{}", calls[0]);
+    assert!(calls[1].contains(r#""arguments":{"message":"two","n":2}"#), "{}", calls[1]);
+    for (call, line) in calls.iter().zip(env.wire().iter().filter(|m| m["method"] == "tools/call")) {
+        assert_eq!(line["params"]["name"], "echo", "{call}");
+        assert!(line["params"]["_meta"]["progressToken"].is_u64(), "{call}");
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
 fn jsonl_reports_a_line_that_is_not_an_object_by_number_and_exits_1() {
     let env = Env::new();
     env.fixture(&[], json!({}));

@@ -5,6 +5,7 @@
 
 use std::io::Read;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::cli::{Arguments, Source};
@@ -62,20 +63,34 @@ pub fn prompt_arguments(arguments: &Arguments) -> anyhow::Result<Option<Value>> 
 pub fn object(text: &str, what: &str) -> anyhow::Result<Map<String, Value>> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(fail(Kind::Usage, format!("{what} must be a JSON object, like {{\"path\": \"/tmp\"}}"))),
-        Err(err) => {
-            // `message=hi` is one argument written as a pair: say how to pass it.
-            let hint = match text.split_once('=') {
-                Some((name, _))
-                    if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || "_-".contains(c)) =>
-                {
-                    format!("; to pass one argument, use --arg {}", crate::util::one_line(text))
-                }
-                _ => String::new(),
-            };
-            Err(fail(Kind::Usage, format!("{what} are not valid JSON: {err}{hint}")))
-        }
+        Ok(_) => Err(not_an_object(what)),
+        Err(err) => Err(not_json(text, what, &err)),
     }
+}
+
+/// Checks that `text` is one JSON object and gives it back as text, not read into a value
+/// (`--jsonl`'s lines); the errors are `object`'s.
+pub fn object_text<'a>(text: &'a str, what: &str) -> anyhow::Result<&'a RawValue> {
+    match serde_json::from_str::<&RawValue>(text) {
+        Ok(raw) if raw.get().starts_with('{') => Ok(raw),
+        Ok(_) => Err(not_an_object(what)),
+        Err(err) => Err(not_json(text, what, &err)),
+    }
+}
+
+fn not_an_object(what: &str) -> anyhow::Error {
+    fail(Kind::Usage, format!("{what} must be a JSON object, like {{\"path\": \"/tmp\"}}"))
+}
+
+pub fn not_json(text: &str, what: &str, err: &serde_json::Error) -> anyhow::Error {
+    // `message=hi` is one argument written as a pair: say how to pass it.
+    let hint = match text.split_once('=') {
+        Some((name, _)) if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || "_-".contains(c)) => {
+            format!("; to pass one argument, use --arg {}", crate::util::one_line(text))
+        }
+        _ => String::new(),
+    };
+    fail(Kind::Usage, format!("{what} are not valid JSON: {err}{hint}"))
 }
 
 #[cfg(test)]
@@ -100,5 +115,16 @@ mod tests {
         assert!(tool_arguments(&Arguments { object: Some(Source::Inline("[1]".into())), pairs: vec![] }).is_err());
         let pair = tool_arguments(&Arguments { object: Some(Source::Inline("message=hi".into())), pairs: vec![] });
         assert!(format!("{:#}", pair.unwrap_err()).contains("use --arg message=hi"));
+    }
+
+    #[test]
+    fn an_object_as_text_is_the_object_as_written_and_fails_as_object_does() {
+        let raw = object_text(" {\"a\": 1,  \"big\": 12345678901234567890123}\t", "tool arguments").unwrap();
+        assert_eq!(raw.get(), "{\"a\": 1,  \"big\": 12345678901234567890123}");
+        for text in ["[1, 2]", "\"x\"", "3", "null", "{\"a\":", "{} {}", "message=hi", ""] {
+            let as_value = format!("{:#}", object(text, "tool arguments").unwrap_err());
+            let as_text = format!("{:#}", object_text(text, "tool arguments").unwrap_err());
+            assert_eq!(as_text, as_value, "{text:?}");
+        }
     }
 }

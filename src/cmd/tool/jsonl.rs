@@ -80,22 +80,25 @@ pub fn run(
                         continue;
                     }
                     calls += 1;
-                    slots.push_back(match super::args::object(line, "tool arguments") {
+                    let usage = |err: anyhow::Error| {
+                        let (value, failed) = error(Kind::Usage, format!("line {line_no}: {err:#}"), line_no, None);
+                        Slot::Ready(value, failed)
+                    };
+                    // The line goes into the request as the text it is where the session can
+                    // send it so (`Session::call_tool_text`).
+                    slots.push_back(match super::args::object_text(line, "tool arguments") {
                         Ok(arguments) => match live() {
-                            Ok(session) => {
-                                let pending = session.call_tool(&call.tool, Value::Object(arguments), None);
-                                Slot::Call(pending, session, line_no)
-                            }
+                            Ok(session) => match session.call_tool_text(&call.tool, arguments, None) {
+                                Ok(pending) => Slot::Call(pending, session, line_no),
+                                Err(err) => usage(super::args::not_json(line, "tool arguments", &err)),
+                            },
                             Err(err) => {
                                 let kind = failure::kind_of(&err).unwrap_or(Kind::Connection);
                                 let (value, failed) = error(kind, failure::message(&err), line_no, None);
                                 Slot::Ready(value, failed)
                             }
                         },
-                        Err(err) => {
-                            let (value, failed) = error(Kind::Usage, format!("line {line_no}: {err:#}"), line_no, None);
-                            Slot::Ready(value, failed)
-                        }
+                        Err(err) => usage(err),
                     });
                 }
             }
@@ -104,7 +107,7 @@ pub fn run(
         let (value, failed) = match slot {
             Slot::Ready(value, failed) => (value, failed),
             Slot::Call(pending, session, line) => {
-                match wait(&session, pending, asks, &label, Some(&mut held), call.parallel == 1, false)? {
+                match wait(&session, pending, asks, &label, Some(&mut held), true, false)? {
                     // A plain result is out already.
                     Outcome::Written => continue,
                     Outcome::Plain { .. } => unreachable!("not asked for"),

@@ -67,7 +67,7 @@ pub enum Outcome {
 ///
 /// `held` is output written but not yet flushed (`--jsonl`'s earlier results): it goes out
 /// when it is due, or before a person is asked, so waiting never holds a result back.
-/// `stream` is a sequential `--jsonl` stream, whose caller may spin for a fast answer.
+/// `stream` is a `--jsonl` stream, whose caller may spin for a fast answer.
 /// `plain` asks for a plain success that came as text as `Outcome::Plain`, for a caller that
 /// can write it out without its value.
 pub fn wait(
@@ -176,11 +176,13 @@ fn asked(
     Ok(Some(Outcome::InputRequired(input)))
 }
 
-/// How long the caller of a sequential stream, with a CPU to spare, looks for its answer
-/// before it sleeps: a fast server answers within it, and the answer is taken without the
-/// worker waking this thread (on a virtual machine a wakeup across CPUs costs more than a
-/// fast server's round trip). With calls in flight (`--parallel`) the worker is busy and a
-/// sleeping caller costs nothing, so there it does not spin.
+/// How long the caller of a stream, with a CPU to spare, looks for its answer before it
+/// sleeps: a fast server answers within it, and the answer is taken without the worker
+/// waking this thread (on a virtual machine a wakeup across CPUs costs more than a fast
+/// server's round trip). With calls in flight (`--parallel`) too: once a line costs the
+/// caller less than the worker and the server take to answer it, the caller waits for every
+/// answer, and 2000 calls 16 at a time took 1.15x as long free on two CPUs when it slept
+/// (against 0.91x with this look, each against the build before both).
 const SPIN: Duration = Duration::from_micros(50);
 
 /// The callers' spins, one backoff for all: a slow server makes them rare.
