@@ -137,13 +137,13 @@ pub const FLAGS: &[Flag] = &[
         long: "jsonl",
         short: None,
         value: None,
-        about: "With tool call: read one arguments object per stdin line; write one JSON result per line, in input order.",
+        about: "With tool call: read one arguments object per stdin line (a local server gets each line as written); write one JSON result per line, in input order.",
     },
     Flag {
         long: "parallel",
         short: None,
         value: Some("N"),
-        about: "With --jsonl: keep up to N calls in flight on the one connection (1 to 256; default 1). With 1, `nod mcp` gives the thread that reads the server's answers a short time slice (Linux 6.12 and later), so on a busy CPU it reads each answer before the caller resumes; with more than one CPU, nod also looks for each answer for up to 50 us before it sleeps, so a fast server's answers come without a wakeup; a slow server soon makes it look rarely.",
+        about: "With --jsonl: keep up to N calls in flight on the one connection (1 to 256; default 1). With 1, `nod mcp` gives the thread that reads the server's answers a short time slice (Linux 6.12 and later), so on a busy CPU it reads each answer before the caller resumes, and with more than one CPU that thread looks for the next answer for up to 50 us before it sleeps. With more than one CPU, whatever N, nod looks for each answer for up to 50 us before it sleeps, so a fast server's answers come without a wakeup; a slow server soon makes it look rarely.",
     },
     Flag {
         long: "elicit",
