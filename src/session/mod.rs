@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::dispatch::{
@@ -310,15 +309,14 @@ impl Session {
         Call::new(pending, method_name, params, timeout, progress, group, false)
     }
 
-    /// `call_tool` with the arguments as the JSON text of one object (a `--jsonl` line, checked
-    /// by the caller). A local server at an initialize-era revision gets the text in its
+    /// `call_tool` with the arguments as the JSON text of one object that a value could hold
+    /// (a `--jsonl` line, checked by the caller: `args::object_text`). A local server at an initialize-era revision gets the text in its
     /// request as it came: the request is written around it, not read into a value and
     /// written out again. Where the params are kept (for a replay, or a retry with input) or
     /// get the revision's `_meta`, and for a text with a bare CR (JSON's whitespace, a line
     /// break to some servers' readers), they are read into a value as for `call_tool`; the
     /// error is that reading's (a number out of range, say).
-    pub fn call_tool_text(&self, tool: &str, arguments: &RawValue, group: Option<GroupId>) -> serde_json::Result<Call> {
-        let text = arguments.get();
+    pub fn call_tool_text(&self, tool: &str, text: &str, group: Option<GroupId>) -> serde_json::Result<Call> {
         if self.remote || self.is_modern() || text.contains('\r') {
             return Ok(self.call_tool(tool, serde_json::from_str(text)?, group));
         }

@@ -16,7 +16,8 @@
 //! `sequential_stream`) the server's worker asks for a short time slice, so that on one CPU
 //! it reads an answer before the caller resumes (`worker_slice`). With a CPU to spare the
 //! stream also keeps its threads awake a moment between answers: the caller looks for its
-//! answer before it sleeps, and the worker looks for the next answer before it sleeps. On a
+//! answer before it sleeps (the caller of any `--jsonl` stream does, `--parallel` too), and
+//! the worker looks for the next answer before it sleeps. On a
 //! virtual machine a sleeping CPU takes tens of microseconds to wake, more than a fast
 //! server's round trip; with neither CPU asleep, the answer and the next request cross
 //! without a wakeup. Each look gives up after a short while, and one that found nothing

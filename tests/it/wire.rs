@@ -155,6 +155,30 @@ fn jsonl_sends_each_line_as_it_was_written() {
 }
 
 #[test]
+fn jsonl_refuses_a_line_a_value_cannot_hold_and_sends_nothing_for_it() {
+    let env = Env::new();
+    env.fixture(&[], json!({}));
+    // Valid JSON text, but no value: a number past f64 and a lone surrogate. Sent as written,
+    // they would fail the server's parse with no id to answer, and the call would wait for
+    // its timeout.
+    let input = "{\"message\":\"one\"}\n{\"n\":1e400}\n{\"s\":\"\\ud800\"}\n{\"message\":\"four\"}\n";
+    let out = env.nod(["mcp", "tool", "call", SERVER, "echo", "--jsonl", "--parallel", "4"]).stdin(input).run();
+    out.code(1);
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 4, "{}", out.dump());
+    assert_eq!(lines[0]["content"][0]["text"], "one", "{}", out.dump());
+    for (line, number) in [(&lines[1], 2), (&lines[2], 3)] {
+        let message = line["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("line {number}")) && message.contains("not valid JSON"), "{}", out.dump());
+        assert_eq!(line["error"]["kind"], "usage", "{}", out.dump());
+    }
+    assert_eq!(lines[3]["content"][0]["text"], "four", "{}", out.dump());
+    let calls = env.wire().into_iter().filter(|m| m["method"] == "tools/call").count();
+    assert_eq!(calls, 2, "only the two good lines reach the server");
+    env.assert_no_leftovers();
+}
+
+#[test]
 fn jsonl_reports_a_line_that_is_not_an_object_by_number_and_exits_1() {
     let env = Env::new();
     env.fixture(&[], json!({}));

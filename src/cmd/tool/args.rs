@@ -5,7 +5,8 @@
 
 use std::io::Read;
 
-use serde_json::value::RawValue;
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::cli::{Arguments, Source};
@@ -68,13 +69,72 @@ pub fn object(text: &str, what: &str) -> anyhow::Result<Map<String, Value>> {
     }
 }
 
-/// Checks that `text` is one JSON object and gives it back as text, not read into a value
-/// (`--jsonl`'s lines); the errors are `object`'s.
-pub fn object_text<'a>(text: &'a str, what: &str) -> anyhow::Result<&'a RawValue> {
-    match serde_json::from_str::<&RawValue>(text) {
-        Ok(raw) if raw.get().starts_with('{') => Ok(raw),
+/// Checks that `text` is one JSON object that a value could hold, and gives it back as its
+/// text without the whitespace around it, not read into a value (`--jsonl`'s lines): it is
+/// read through as `object` reads it, with the same errors (a number past f64, a lone
+/// surrogate, nesting past serde_json's limit), but nothing is kept.
+pub fn object_text<'a>(text: &'a str, what: &str) -> anyhow::Result<&'a str> {
+    match serde_json::from_str::<Checked>(text) {
+        Ok(Checked { object: true }) => Ok(text.trim_matches([' ', '\t', '\n', '\r'])),
         Ok(_) => Err(not_an_object(what)),
         Err(err) => Err(not_json(text, what, &err)),
+    }
+}
+
+/// A JSON value read through and dropped (`object_text`); whether it was an object.
+struct Checked {
+    object: bool,
+}
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Checked, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked { object: false })
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked { object: false })
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked { object: false })
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked { object: false })
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked { object: false })
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked { object: false })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked { object: false })
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        while map.next_key::<Checked>()?.is_some() {
+            map.next_value::<Checked>()?;
+        }
+        Ok(Checked { object: true })
     }
 }
 
@@ -119,9 +179,17 @@ mod tests {
 
     #[test]
     fn an_object_as_text_is_the_object_as_written_and_fails_as_object_does() {
-        let raw = object_text(" {\"a\": 1,  \"big\": 12345678901234567890123}\t", "tool arguments").unwrap();
-        assert_eq!(raw.get(), "{\"a\": 1,  \"big\": 12345678901234567890123}");
-        for text in ["[1, 2]", "\"x\"", "3", "null", "{\"a\":", "{} {}", "message=hi", ""] {
+        let text = object_text(" {\"a\": [1, {}],  \"big\": 12345678901234567890123}\t", "tool arguments").unwrap();
+        assert_eq!(text, "{\"a\": [1, {}],  \"big\": 12345678901234567890123}");
+        let escapes = r#"{"s":"\u00e9\ud83d\ude00","n":-1.5e3,"t":true,"z":null}"#;
+        assert_eq!(object_text(escapes, "x").unwrap(), escapes);
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(130), "]".repeat(130));
+        for text in ["[1, 2]", "\"x\"", "3", "null", "{\"a\":", "{} {}", "message=hi", ""].into_iter().chain([
+            r#"{"n":1e400}"#,
+            r#"{"s":"\ud800"}"#,
+            r#"{"\udc00":1}"#,
+            deep.as_str(),
+        ]) {
             let as_value = format!("{:#}", object(text, "tool arguments").unwrap_err());
             let as_text = format!("{:#}", object_text(text, "tool arguments").unwrap_err());
             assert_eq!(as_text, as_value, "{text:?}");
