@@ -310,12 +310,12 @@ impl Session {
     }
 
     /// `call_tool` with the arguments as the JSON text of one object that a value could hold
-    /// (a `--jsonl` line, checked by the caller: `args::object_text`). A local server at an initialize-era revision gets the text in its
-    /// request as it came: the request is written around it, not read into a value and
-    /// written out again. Where the params are kept (for a replay, or a retry with input) or
-    /// get the revision's `_meta`, and for a text with a bare CR (JSON's whitespace, a line
-    /// break to some servers' readers), they are read into a value as for `call_tool`; the
-    /// error is that reading's (a number out of range, say).
+    /// (a `--jsonl` line, checked by the caller: `args::object_text`). A local server at an
+    /// initialize-era revision gets the text in its request as it came: the request is
+    /// written around it, not read into a value and written out again. Where the params are
+    /// kept (for a replay, or a retry with input) or get the revision's `_meta`, and for a
+    /// text with a bare CR (JSON's whitespace, a line break to some servers' readers), they
+    /// are read into a value as for `call_tool`; a text that a value cannot hold fails there.
     pub fn call_tool_text(&self, tool: &str, text: &str, group: Option<GroupId>) -> serde_json::Result<Call> {
         if self.remote || self.is_modern() || text.contains('\r') {
             return Ok(self.call_tool(tool, serde_json::from_str(text)?, group));
@@ -326,13 +326,8 @@ impl Session {
         let pending = match self.not_offered(method_name) {
             Some(failed) => failed,
             None => {
-                let mut params = Vec::with_capacity(64 + tool.len() + text.len());
-                params.extend_from_slice(b"{\"name\":");
-                serde_json::to_writer(&mut params, tool).expect("a string serializes");
-                params.extend_from_slice(b",\"arguments\":");
-                params.extend_from_slice(text.as_bytes());
-                params.extend_from_slice(format!(",\"_meta\":{{\"progressToken\":{token}}}}}").as_bytes());
-                let params = String::from_utf8(params).expect("JSON text is UTF-8");
+                let name = serde_json::to_string(tool)?;
+                let params = format!(r#"{{"name":{name},"arguments":{text},"_meta":{{"progressToken":{token}}}}}"#);
                 let meta = self.request_meta(method_name, None);
                 self.send_text(method_name, Some(&params), meta, timeout, Some(json!(token)), group)
             }
